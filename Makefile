@@ -1,0 +1,49 @@
+# Two commands do everything on a fresh machine with Python >= 3.11:
+#   make demo   virtualenv + install + run the client against the embedded fake exchange
+#   make test   virtualenv + test extras + ruff + mypy --strict + pytest with branch coverage
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PY     := $(BIN)/python
+
+.PHONY: demo test lint typecheck pytest bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+$(VENV)/.installed-bench: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(BIN)/asyncapi-client demo
+
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(VENV)/.installed-test
+	$(BIN)/mypy
+
+pytest: $(VENV)/.installed-test
+	rm -f .coverage .coverage.*
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage combine --quiet
+	$(BIN)/coverage report
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.installed-bench
+	$(PY) -m benchmarks
+
+clean:
+	rm -rf $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info

@@ -1,0 +1,69 @@
+"""asyncapi_client: the asyncio-first, fully typed client of the exchange read API.
+
+async with Client(base_url="https://...") as client:
+    pool = await client.pool("0xpool")
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from ._client import Client
+from ._errors import (
+    ApiError,
+    BadRequestError,
+    DecodeError,
+    NotFoundError,
+    PaginationError,
+    RateLimitError,
+    RequestTimeoutError,
+    ResponseTooLargeError,
+    ServerError,
+    StatusError,
+    TransportError,
+)
+from ._models import (
+    LeaderboardEntry,
+    LeaderboardPage,
+    Market,
+    MarketType,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    Pool,
+    Side,
+    Token,
+    UserProfile,
+)
+from ._network import Network
+
+try:
+    __version__ = version("asyncapi-client")
+except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+    __version__ = "0+unknown"
+
+__all__ = [
+    "ApiError",
+    "BadRequestError",
+    "Client",
+    "DecodeError",
+    "LeaderboardEntry",
+    "LeaderboardPage",
+    "Market",
+    "MarketType",
+    "Network",
+    "NotFoundError",
+    "Order",
+    "OrderStatus",
+    "OrdersPage",
+    "PaginationError",
+    "Pool",
+    "RateLimitError",
+    "RequestTimeoutError",
+    "ResponseTooLargeError",
+    "ServerError",
+    "Side",
+    "StatusError",
+    "Token",
+    "TransportError",
+    "UserProfile",
+    "__version__",
+]

@@ -1,0 +1,365 @@
+"""Bytes to models: the one configured cattrs converter, and exact DecodeError paths.
+
+Two converters are configured once, at import, from the same hooks:
+
+* the fast one (``detailed_validation=False``) decodes every response;
+* the detailed one runs only after the fast one failed, on the same data, to find the
+  path of the first bad field (``orders[3].price``) for :class:`DecodeError`.
+
+Wire names are camelCase, derived from the snake_case attribute names (never written out
+per field). Unknown fields are ignored; missing required fields, wrong types and numeric
+strings that are not finite decimal numbers are errors.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from typing import Any, TypeVar
+
+import attrs
+import cattrs
+import orjson
+from cattrs.errors import (
+    AttributeValidationNote,
+    ClassValidationError,
+    IterableValidationError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from ._errors import DecodeError
+from ._models import (
+    LeaderboardEntry,
+    LeaderboardPage,
+    Market,
+    MarketType,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    Pool,
+    Side,
+    Token,
+    UserProfile,
+    _OpenEnum,
+)
+
+__all__ = ["Decoder", "camel", "decoder", "to_wire"]
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    """snake_case attribute name -> camelCase wire name (``volume_24h`` -> ``volume24h``)."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+# --- envelopes: the documented bodies that wrap a list ------------------------------------
+
+
+@attrs.frozen(slots=True)
+class _TokensBody:
+    tokens: Sequence[Token]
+
+
+@attrs.frozen(slots=True)
+class _MarketsBody:
+    markets: Sequence[Market]
+
+
+_MODELS: tuple[type, ...] = (
+    Token,
+    Market,
+    Pool,
+    Order,
+    UserProfile,
+    LeaderboardEntry,
+    OrdersPage,
+    LeaderboardPage,
+    _TokensBody,
+    _MarketsBody,
+)
+
+#: attribute name -> wire name, per class (used for both directions and for error paths).
+_WIRE_NAMES: dict[type, dict[str, str]] = {
+    cls: {a.name: camel(a.name) for a in attrs.fields(cls)} for cls in _MODELS
+}
+
+
+# --- leaf hooks: strict about JSON types --------------------------------------------------
+
+_DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII).fullmatch
+
+
+def _type_error(value: object, expected: str) -> TypeError:
+    return TypeError(f"expected {expected}, got {type(value).__name__} {_preview(value)}")
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _str(value: Any, _: Any) -> str:
+    if value.__class__ is str:
+        return value
+    raise _type_error(value, "a string")
+
+
+def _int(value: Any, _: Any) -> int:
+    cls = value.__class__
+    if cls is int:
+        return value  # type: ignore[no-any-return]
+    if cls is float and value.is_integer():
+        return int(value)
+    raise _type_error(value, "an integer")
+
+
+def _float(value: Any, _: Any) -> float:
+    cls = value.__class__
+    if cls is float:
+        return value  # type: ignore[no-any-return]
+    if cls is int:
+        return float(value)
+    raise _type_error(value, "a number")
+
+
+def _number(value: Any, _: Any) -> int | float:
+    cls = value.__class__
+    if cls is int or cls is float:
+        return value  # type: ignore[no-any-return]
+    raise _type_error(value, "a number")
+
+
+def _decimal(value: Any, _: Any) -> Decimal:
+    if value.__class__ is not str:
+        raise _type_error(value, "a decimal number as a string")
+    if _DECIMAL_TEXT(value) is None:
+        raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
+    try:
+        return Decimal(value)
+    except InvalidOperation:  # pragma: no cover - the pattern admits only valid literals
+        raise ValueError(f"expected a finite decimal number, got {_preview(value)}") from None
+
+
+def _mapping(value: Any, _: Any) -> Mapping[str, Any]:
+    if value.__class__ is dict:
+        return value
+    raise _type_error(value, "an object")
+
+
+def _optional(hook: Callable[[Any, Any], T]) -> Callable[[Any, Any], T | None]:
+    def structure(value: Any, type_: Any) -> T | None:
+        return None if value is None else hook(value, type_)
+
+    return structure
+
+
+def _cursor(value: Any, _: Any) -> str | None:
+    # An empty or null cursor both mean "no further page".
+    if value is None:
+        return None
+    return _str(value, None) or None
+
+
+def _enum_hook(cls: type[_OpenEnum]) -> Callable[[Any, Any], Any]:
+    members = dict(cls._value2member_map_)  # a dict lookup, not an Enum() call, when known
+
+    def structure(value: Any, _: Any) -> Any:
+        member = members.get(value)
+        if member is not None:
+            return member
+        if value.__class__ is not str:
+            raise _type_error(value, f"a {cls.__name__} string")
+        return cls(value)  # keeps values the enum does not know (see _OpenEnum)
+
+    return structure
+
+
+def _is_sequence(type_: Any) -> bool:
+    return typing.get_origin(type_) is collections.abc.Sequence
+
+
+def _sequence_factory(detailed: bool) -> Callable[[Any, cattrs.Converter], Any]:
+    def factory(type_: Any, converter: cattrs.Converter) -> Callable[[Any, Any], tuple[Any, ...]]:
+        (element_type,) = typing.get_args(type_)
+        element = converter.get_structure_hook(element_type)
+
+        if not detailed:
+
+            def fast(value: Any, _: Any) -> tuple[Any, ...]:
+                if value.__class__ is not list:
+                    raise _type_error(value, "an array")
+                return tuple([element(item, element_type) for item in value])
+
+            return fast
+
+        def detailed_(value: Any, _: Any) -> tuple[Any, ...]:
+            if value.__class__ is not list:
+                raise _type_error(value, "an array")
+            out: list[Any] = []
+            errors: list[Exception] = []
+            for index, item in enumerate(value):
+                try:
+                    out.append(element(item, element_type))
+                except Exception as exc:
+                    exc.add_note(IterableValidationNote(f"@ index {index}", index, element_type))
+                    errors.append(exc)
+            if errors:
+                raise IterableValidationError(f"While structuring {type_!r}", errors, type_)
+            return tuple(out)
+
+        return detailed_
+
+    return factory
+
+
+def _make_converter(*, detailed: bool) -> cattrs.Converter:
+    """Configure one converter: leaf hooks, open enums, sequences, camelCase classes."""
+    conv = cattrs.Converter(detailed_validation=detailed, forbid_extra_keys=False)
+    conv.register_structure_hook(str, _str)
+    conv.register_structure_hook(int, _int)
+    conv.register_structure_hook(float, _float)
+    conv.register_structure_hook(Decimal, _decimal)
+    conv.register_structure_hook(int | float, _number)
+    conv.register_structure_hook(str | None, _optional(_str))
+    conv.register_structure_hook(float | None, _optional(_float))
+    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _mapping)
+    for enum_cls in (Side, OrderStatus, MarketType):
+        conv.register_structure_hook(enum_cls, _enum_hook(enum_cls))
+    conv.register_structure_hook_factory(_is_sequence, _sequence_factory(detailed))
+    for cls in _MODELS:
+        renames: dict[str, Any] = {
+            name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
+        }
+        if cls is OrdersPage:
+            renames["cursor"] = override(rename="cursor", struct_hook=_cursor)
+        conv.register_structure_hook(
+            cls,
+            make_dict_structure_fn(cls, conv, _cattrs_detailed_validation=detailed, **renames),
+        )
+    return conv
+
+
+_FAST = _make_converter(detailed=False)
+_DETAILED = _make_converter(detailed=True)
+
+
+# --- error paths --------------------------------------------------------------------------
+
+
+def _error_path(exc: BaseException) -> tuple[str, BaseException]:
+    """Follow a detailed cattrs error to its first leaf: (wire path, leaf exception)."""
+    path = ""
+    while True:
+        if isinstance(exc, ClassValidationError):
+            sub = exc.exceptions[0]
+            attr_notes = [
+                n for n in getattr(sub, "__notes__", ()) if isinstance(n, AttributeValidationNote)
+            ]
+            if attr_notes:
+                name = attr_notes[-1].name
+                wire = _WIRE_NAMES.get(exc.cl, {}).get(name, name)
+                path += f".{wire}" if path else wire
+            exc = sub
+        elif isinstance(exc, IterableValidationError):
+            sub = exc.exceptions[0]
+            index_notes = [
+                n for n in getattr(sub, "__notes__", ()) if isinstance(n, IterableValidationNote)
+            ]
+            if index_notes:
+                path += f"[{index_notes[-1].index}]"
+            exc = sub
+        else:
+            return path, exc
+
+
+def _describe(leaf: BaseException, path: str) -> str:
+    if isinstance(leaf, KeyError):
+        return f"required field {path or 'at the top level'} is missing"
+    return f"bad value at {path or 'the top level'}: {leaf}"
+
+
+def _not_an_object(value: Any) -> DecodeError:
+    return DecodeError(
+        f"expected a JSON object at the top level, got {type(value).__name__}", path=""
+    )
+
+
+# --- the decoders -------------------------------------------------------------------------
+
+
+@attrs.frozen(slots=True)
+class Decoder(typing.Generic[T]):
+    """Decode one operation's body: JSON bytes -> model, built once per operation."""
+
+    cls: type[Any]
+    unwrap: Callable[[Any], T] | None = None
+
+    def __call__(self, body: bytes) -> T:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(f"the body is not JSON: {exc}", path=None) from exc
+        if data.__class__ is not dict:
+            raise _not_an_object(data)
+        try:
+            value = _FAST.structure(data, self.cls)
+        except Exception as fast_error:
+            raise self._explain(data) from fast_error
+        return value if self.unwrap is None else self.unwrap(value)
+
+    def _explain(self, data: dict[str, Any]) -> DecodeError:
+        """Run the detailed converter on the same data to name the bad field."""
+        try:
+            _DETAILED.structure(data, self.cls)
+        except Exception as exc:
+            path, leaf = _error_path(exc)
+            error = DecodeError(_describe(leaf, path), path=path)
+            error.__cause__ = exc
+            return error
+        # The detailed converter accepted what the fast one refused: a bug in the hooks.
+        return DecodeError(
+            "the body does not have the documented shape", path=""
+        )  # pragma: no cover
+
+
+def decoder(cls: type[T]) -> Decoder[T]:
+    """The decoder for a top-level model class."""
+    return Decoder(cls)
+
+
+TOKENS: Decoder[Sequence[Token]] = Decoder(_TokensBody, lambda body: body.tokens)
+MARKETS: Decoder[Sequence[Market]] = Decoder(_MarketsBody, lambda body: body.markets)
+POOL: Decoder[Pool] = decoder(Pool)
+USER: Decoder[UserProfile] = decoder(UserProfile)
+ORDERS_PAGE: Decoder[OrdersPage] = decoder(OrdersPage)
+LEADERBOARD_PAGE: Decoder[LeaderboardPage] = decoder(LeaderboardPage)
+
+
+# --- models back to the wire (CLI output, round-trip tests) -------------------------------
+
+
+def _make_unstructurer() -> cattrs.Converter:
+    conv = cattrs.Converter()
+    conv.register_unstructure_hook(Decimal, lambda d: format(d, "f"))
+    for enum_cls in (Side, OrderStatus, MarketType):
+        conv.register_unstructure_hook(enum_cls, lambda e: e._value_)
+    for cls in _MODELS:
+        renames: dict[str, Any] = {
+            name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
+        }
+        conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, **renames))
+    return conv
+
+
+_UNSTRUCTURE = _make_unstructurer()
+
+
+def to_wire(value: Any) -> Any:
+    """A model (or a sequence of models) as the wire has it: camelCase names, decimal text."""
+    return _UNSTRUCTURE.unstructure(value)

@@ -1,0 +1,209 @@
+"""The exceptions the library raises, and the one place a status becomes a class.
+
+Everything raised for a failed request derives from :class:`ApiError`::
+
+    ApiError
+     ├── TransportError                 the connection failed (refused, reset, DNS, TLS, cut short)
+     │    ├── RequestTimeoutError        an attempt or the deadline ran out (also a TimeoutError)
+     │    └── ResponseTooLargeError      the body grew past max_response_bytes (never retried)
+     ├── StatusError                    a non-2xx answer: .status .url .body .headers
+     │    ├── BadRequestError            400
+     │    ├── NotFoundError              404
+     │    ├── RateLimitError             429, with .retry_after
+     │    └── ServerError                5xx
+     ├── DecodeError                    not JSON, or not the documented shape: .path
+     └── PaginationError                the server's pages are inconsistent (a repeated cursor)
+
+Invalid arguments are not API errors: they raise plain :class:`ValueError` before any request.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from datetime import UTC
+
+__all__ = [
+    "ApiError",
+    "BadRequestError",
+    "DecodeError",
+    "NotFoundError",
+    "PaginationError",
+    "RateLimitError",
+    "RequestTimeoutError",
+    "ResponseTooLargeError",
+    "ServerError",
+    "StatusError",
+    "TransportError",
+    "parse_retry_after",
+    "status_error",
+]
+
+#: How much of an error body a StatusError keeps (characters).
+BODY_PREVIEW_CHARS = 2048
+
+
+class ApiError(Exception):
+    """Base class of every error raised for a failed request.
+
+    ``network`` and ``url`` say where the request went, when it got that far.
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, network: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.url = url
+        self.network = network
+
+    def __str__(self) -> str:
+        where = " ".join(part for part in (self.network and f"[{self.network}]", self.url) if part)
+        return f"{self.message} ({where})" if where else self.message
+
+
+class TransportError(ApiError):
+    """The connection failed: refused, reset, DNS, TLS, or the body was cut short."""
+
+
+class RequestTimeoutError(TransportError, TimeoutError):
+    """An attempt ran past its ``timeout``, or the operation ran past its ``deadline``."""
+
+
+class ResponseTooLargeError(TransportError):
+    """The body grew past ``max_response_bytes``; refused as it streamed in, never retried."""
+
+    def __init__(
+        self, message: str, *, limit: int, url: str | None = None, network: str | None = None
+    ):
+        super().__init__(message, url=url, network=network)
+        self.limit = limit
+
+
+class StatusError(ApiError):
+    """The server answered with a status outside 2xx."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        url: str,
+        body: str = "",
+        headers: Mapping[str, str] | None = None,
+        network: str | None = None,
+    ):
+        super().__init__(message, url=url, network=network)
+        self.status = status
+        self.body = body
+        self.headers: Mapping[str, str] = dict(headers or {})
+
+
+class BadRequestError(StatusError):
+    """400: the server refused the request's arguments."""
+
+
+class NotFoundError(StatusError):
+    """404: no such token, pool, user or path."""
+
+
+class RateLimitError(StatusError):
+    """429: too many requests; ``retry_after`` is the server's wait in seconds, if it gave one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        url: str,
+        body: str = "",
+        headers: Mapping[str, str] | None = None,
+        network: str | None = None,
+        retry_after: float | None = None,
+    ):
+        super().__init__(
+            message, status=status, url=url, body=body, headers=headers, network=network
+        )
+        self.retry_after = retry_after
+
+
+class ServerError(StatusError):
+    """5xx: the server failed."""
+
+
+class DecodeError(ApiError):
+    """The body is not JSON, or not the documented shape.
+
+    ``path`` names the offending field in the body as sent, for example ``orders[3].price``;
+    it is ``""`` when the top level itself is wrong and ``None`` when the body is not JSON.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None,
+        url: str | None = None,
+        network: str | None = None,
+    ):
+        super().__init__(message, url=url, network=network)
+        self.path = path
+
+
+class PaginationError(ApiError):
+    """The server's pages are inconsistent: it handed back a cursor it had handed back before."""
+
+
+_STATUS_CLASSES: dict[int, type[StatusError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    429: RateLimitError,
+}
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date.
+
+    Returns None for a missing or unreadable header; a date in the past gives 0.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(seconds, 0.0) if seconds == seconds and seconds != float("inf") else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+
+
+def status_error(
+    status: int,
+    *,
+    url: str,
+    body: str,
+    headers: Mapping[str, str],
+    network: str | None = None,
+) -> StatusError:
+    """Build the StatusError subclass that fits ``status`` (the one status -> class mapping)."""
+    cls = _STATUS_CLASSES.get(status) or (ServerError if 500 <= status <= 599 else StatusError)
+    preview = body if len(body) <= BODY_PREVIEW_CHARS else body[:BODY_PREVIEW_CHARS] + "…"
+    detail = " ".join(preview.split())[:200]
+    message = f"HTTP {status}" + (f": {detail}" if detail else "")
+    if cls is RateLimitError:
+        return RateLimitError(
+            message,
+            status=status,
+            url=url,
+            body=preview,
+            headers=headers,
+            network=network,
+            retry_after=parse_retry_after(headers.get("Retry-After")),
+        )
+    return cls(message, status=status, url=url, body=preview, headers=headers, network=network)

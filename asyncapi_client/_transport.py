@@ -1,0 +1,476 @@
+"""The session layer: the only module that touches aiohttp's client.
+
+One GET goes through, in this order:
+
+1. coalescing: an identical GET already in flight (same URL, decoder and deadline) is joined;
+2. the operation ``deadline`` (``asyncio.timeout``) around everything below;
+3. per attempt: the client-wide rate limit, the host's shared back-off after a 429, then
+   the request with its per-attempt ``timeout``, the body read under ``max_response_bytes``,
+   and the decode;
+4. retries of connection failures, timeouts, 429 and 500/502/503/504, with exponential
+   back-off and full jitter, or the server's ``Retry-After``.
+
+Every aiohttp failure is translated into the library's errors in :func:`_translate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Final, TypeVar
+from urllib.parse import quote
+
+import aiohttp
+import attrs
+from yarl import URL
+
+from ._errors import (
+    ApiError,
+    DecodeError,
+    RateLimitError,
+    RequestTimeoutError,
+    ResponseTooLargeError,
+    StatusError,
+    TransportError,
+    parse_retry_after,
+    status_error,
+)
+from ._network import Hosts, Network
+
+__all__ = ["RetryPolicy", "Transport", "encode_segment", "user_agent"]
+
+T = TypeVar("T")
+
+log: Final = logging.getLogger("asyncapi_client")
+
+#: Statuses retried after the first attempt (besides connection failures and timeouts).
+RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+#: How much of an error body is read to show in StatusError.body.
+_ERROR_BODY_BYTES: Final = 64 * 1024
+
+
+def _package_version() -> str:
+    try:
+        return version("asyncapi-client")
+    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
+        return "0+unknown"
+
+
+def user_agent() -> str:
+    """``asyncapi-client/<version> aiohttp/<version> python/<version>``."""
+    py = ".".join(map(str, sys.version_info[:3]))
+    return f"asyncapi-client/{_package_version()} aiohttp/{aiohttp.__version__} python/{py}"
+
+
+def encode_segment(value: str) -> str:
+    """Percent-encode ``value`` as exactly one path segment (``/ ? # %`` and dot segments too)."""
+    encoded = quote(value, safe="")
+    if encoded in (".", ".."):
+        encoded = encoded.replace(".", "%2E")
+    return encoded
+
+
+@attrs.define(slots=True)
+class RetryPolicy:
+    """When and how long to wait between attempts.
+
+    The wait before retry ``n`` (0-based) is uniform in ``[0, min(cap, base * 2**n)]``
+    (full jitter), or the server's ``Retry-After`` when it sent one. A ``Retry-After``
+    longer than ``retry_after_cap`` is not waited for: the error is raised at once.
+    ``wait=False`` (testing mode) keeps the attempts but skips every wait.
+    """
+
+    max_retries: int = 3
+    base: float = 0.5
+    cap: float = 8.0
+    retry_after_cap: float = 60.0
+    wait: bool = True
+
+    def backoff(self, attempt: int) -> float:
+        return random.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+
+
+def _is_retryable(exc: ApiError) -> bool:
+    if isinstance(exc, StatusError):
+        return exc.status in RETRY_STATUSES
+    return isinstance(exc, TransportError) and not isinstance(exc, ResponseTooLargeError)
+
+
+class _RateLimiter:
+    """At most ``rate`` requests a second, evenly spaced, first come first served.
+
+    A virtual clock (GCRA): each caller reserves the next free slot and sleeps until it.
+    O(1) per request, no queue of waiters, no background task; a cancelled waiter only
+    wastes its own slot, which errs on the side of sending fewer requests.
+    """
+
+    __slots__ = ("_interval", "_next")
+
+    def __init__(self, rate: float) -> None:
+        self._interval = 1.0 / rate
+        self._next = 0.0
+
+    async def acquire(self) -> None:
+        now = asyncio.get_running_loop().time()
+        slot = self._next if self._next > now else now
+        self._next = slot + self._interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+class _State(enum.Enum):
+    UNOPENED = "unopened"
+    OPENED = "opened"
+    CLOSED = "closed"
+
+
+class _Restart:
+    """Told to followers when their leader was cancelled: one of them takes over."""
+
+
+_RESTART: Final = _Restart()
+
+
+def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
+    """The one place aiohttp's (and asyncio's) failures become the library's errors."""
+    net = network.value
+    if isinstance(exc, TimeoutError):
+        return RequestTimeoutError(
+            f"the attempt timed out ({type(exc).__name__})", url=url, network=net
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return TransportError(f"the response body was cut short: {exc}", url=url, network=net)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return TransportError("the server closed the connection", url=url, network=net)
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return TransportError(f"TLS failed: {exc}", url=url, network=net)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return TransportError(f"could not connect: {exc}", url=url, network=net)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return TransportError(f"malformed HTTP response: {exc.message}", url=url, network=net)
+    detail = str(exc) or type(exc).__name__
+    return TransportError(f"the request failed: {detail}", url=url, network=net)
+
+
+_FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class Transport:
+    """Owns (or borrows) the aiohttp session and runs every GET of one Client."""
+
+    def __init__(
+        self,
+        *,
+        hosts: Hosts,
+        timeout: float | aiohttp.ClientTimeout,
+        retry: RetryPolicy,
+        max_connections: int,
+        rate_limit: float | None,
+        deadline: float | None,
+        max_response_bytes: int,
+        coalesce: bool,
+        headers: Mapping[str, str] | None,
+        session: aiohttp.ClientSession | None,
+        trace_configs: Sequence[aiohttp.TraceConfig] | None,
+    ) -> None:
+        self.hosts = hosts
+        self.retry = retry
+        self.deadline = deadline
+        self._timeout = (
+            timeout
+            if isinstance(timeout, aiohttp.ClientTimeout)
+            else aiohttp.ClientTimeout(total=timeout)
+        )
+        self._max_connections = max_connections
+        self._max_response_bytes = max_response_bytes
+        self._coalesce = coalesce
+        self._limiter = _RateLimiter(rate_limit) if rate_limit is not None else None
+        self._headers: dict[str, str] = {"User-Agent": user_agent(), "Accept": "application/json"}
+        self._headers.update(headers or {})
+        self._trace_configs = list(trace_configs or ())
+        self._session = session
+        self._owns_session = session is None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state = _State.UNOPENED
+        # per network: loop time before which no request may start (the shared 429 back-off)
+        self._not_before: dict[Network, float] = {}
+        self._inflight: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+        self._bases: dict[Network, str] = {}
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._state is _State.CLOSED
+
+    def _open(self) -> aiohttp.ClientSession:
+        """The session, created lazily inside the running loop on first use."""
+        loop = asyncio.get_running_loop()
+        if self._state is _State.CLOSED:
+            raise RuntimeError("this Client is closed; create a new one")
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("a Client belongs to the event loop it was first used in")
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0),
+                headers=self._headers,
+                timeout=self._timeout,
+                trace_configs=self._trace_configs or None,
+            )
+        self._state = _State.OPENED
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session if we own it; a caller's session is left open. Idempotent."""
+        if self._state is _State.CLOSED:
+            return
+        self._state = _State.CLOSED
+        session, self._session = self._session, None
+        if session is not None and self._owns_session:
+            await session.close()
+
+    # --- addresses --------------------------------------------------------------------
+
+    def url(self, network: Network, path: str, query: str) -> str:
+        """The full, already encoded URL of ``/api`` + ``path`` on ``network``'s host."""
+        base = self._bases.get(network)
+        if base is None:
+            base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
+        return f"{base}{path}?{query}" if query else base + path
+
+    # --- one operation ----------------------------------------------------------------
+
+    async def get(
+        self,
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        deadline: float | None,
+    ) -> T:
+        """GET ``url`` and decode it: coalesced, under the deadline, with retries."""
+        if self._state is not _State.OPENED:
+            self._open()
+        if not self._coalesce:
+            return await self._run(operation, network, url, decode, deadline)
+        key = (url, decode, deadline)
+        while True:
+            leader = self._inflight.get(key)
+            if leader is None:
+                return await self._lead(key, operation, network, url, decode, deadline)
+            result = await asyncio.shield(leader)
+            if result is not _RESTART:
+                return result  # type: ignore[no-any-return]
+
+    async def _lead(
+        self,
+        key: tuple[Any, ...],
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        deadline: float | None,
+    ) -> T:
+        """Run the request others may join; hand them its result, error, or a restart."""
+        shared: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = shared
+        try:
+            result = await self._run(operation, network, url, decode, deadline)
+        except asyncio.CancelledError:
+            del self._inflight[key]
+            shared.set_result(_RESTART)  # followers go on without the cancelled leader
+            raise
+        except BaseException as exc:
+            del self._inflight[key]
+            shared.set_exception(exc)
+            shared.exception()  # retrieved: no "never retrieved" warning without followers
+            raise
+        del self._inflight[key]
+        shared.set_result(result)
+        return result
+
+    async def _run(
+        self,
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        deadline: float | None,
+    ) -> T:
+        if deadline is None:
+            return await self._attempts(operation, network, url, decode, None)
+        loop = asyncio.get_running_loop()
+        expires = loop.time() + deadline
+        scope = asyncio.timeout_at(expires)
+        try:
+            async with scope:
+                return await self._attempts(operation, network, url, decode, expires)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            raise RequestTimeoutError(
+                f"the operation ran past its deadline of {deadline:g}s",
+                url=url,
+                network=network.value,
+            ) from exc
+
+    async def _attempts(
+        self,
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        expires: float | None,
+    ) -> T:
+        retry = self.retry
+        attempt = 0
+        while True:
+            if self._limiter is not None:
+                await self._limiter.acquire()
+            if self._not_before:
+                await self._wait_shared_backoff(network)
+            try:
+                return await self._attempt(operation, network, url, decode, attempt)
+            except ApiError as exc:
+                if attempt >= retry.max_retries or not _is_retryable(exc):
+                    raise
+                delay = self._delay(exc, attempt, network, expires)
+                log.info(
+                    "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
+                    url,
+                    network.value,
+                    _reason(exc),
+                    attempt + 1,
+                    retry.max_retries + 1,
+                    delay,
+                )
+                attempt += 1
+                if delay > 0:
+                    await asyncio.sleep(delay)
+
+    def _delay(self, exc: ApiError, attempt: int, network: Network, expires: float | None) -> float:
+        """How long to wait before the next attempt; raises ``exc`` when waiting is pointless."""
+        retry = self.retry
+        retry_after = exc.retry_after if isinstance(exc, RateLimitError) else None
+        if retry_after is None and isinstance(exc, StatusError):
+            retry_after = parse_retry_after(exc.headers.get("Retry-After"))
+        if retry_after is not None and retry_after > retry.retry_after_cap:
+            raise exc  # the server asks for longer than we are willing to wait
+        if not retry.wait:
+            return 0.0
+        now = asyncio.get_running_loop().time()
+        if retry_after is not None:
+            delay = retry_after
+            if isinstance(exc, RateLimitError):
+                # Everyone sending to this host waits, not only this request.
+                until = now + retry_after
+                if until > self._not_before.get(network, 0.0):
+                    self._not_before[network] = until
+        else:
+            delay = retry.backoff(attempt)
+        if expires is not None and now + delay >= expires:
+            raise RequestTimeoutError(
+                f"the deadline would pass during the {delay:.3g}s wait before the next attempt",
+                url=exc.url,
+                network=network.value,
+            ) from exc
+        return delay
+
+    async def _wait_shared_backoff(self, network: Network) -> None:
+        until = self._not_before.get(network)
+        if until is None:
+            return
+        wait = until - asyncio.get_running_loop().time()
+        if wait <= 0 or not self.retry.wait:
+            self._not_before.pop(network, None)
+            return
+        await asyncio.sleep(wait)
+
+    async def _attempt(
+        self,
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        attempt: int,
+    ) -> T:
+        session = self._session if self._session is not None else self._open()
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("GET %s [%s] %s attempt %d", url, network.value, operation, attempt + 1)
+        try:
+            async with session.get(
+                URL(url, encoded=True),
+                headers=None if self._owns_session else self._headers,
+                timeout=self._timeout,
+                trace_request_ctx={
+                    "operation": operation,
+                    "network": network.value,
+                    "attempt": attempt + 1,
+                },
+            ) as response:
+                status = response.status
+                if status >= 300 or status < 200:
+                    text = await _read_preview(response)
+                    raise status_error(
+                        status, url=url, body=text, headers=response.headers, network=network.value
+                    )
+                body = await self._read(response, url, network)
+        except _FAILURES as exc:
+            raise _translate(exc, url, network) from exc
+        try:
+            return decode(body)
+        except DecodeError as exc:
+            exc.url, exc.network = url, network.value
+            raise
+
+    async def _read(self, response: aiohttp.ClientResponse, url: str, network: Network) -> bytes:
+        """The whole body, refused as soon as it passes ``max_response_bytes``."""
+        cap = self._max_response_bytes
+        length = response.content_length
+        if length is not None and "Content-Encoding" not in response.headers:
+            if length > cap:
+                raise _too_large(cap, url, network, f"it announces {length} bytes")
+            return await response.read()
+        body = bytearray()
+        async for chunk in response.content.iter_any():
+            body += chunk
+            if len(body) > cap:
+                raise _too_large(cap, url, network, "it kept growing")
+        return bytes(body)
+
+
+def _too_large(cap: int, url: str, network: Network, why: str) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"the response is larger than max_response_bytes={cap} ({why}); "
+        f"pass a larger max_response_bytes= to Client to accept it",
+        limit=cap,
+        url=url,
+        network=network.value,
+    )
+
+
+async def _read_preview(response: aiohttp.ClientResponse) -> str:
+    """Up to 64 KiB of an error body, as text; a longer body is left unread."""
+    raw = bytearray()
+    while len(raw) < _ERROR_BODY_BYTES:
+        chunk = await response.content.read(_ERROR_BODY_BYTES - len(raw))
+        if not chunk:
+            break
+        raw += chunk
+    try:
+        return raw.decode(response.charset or "utf-8", errors="replace")
+    except LookupError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def _reason(exc: ApiError) -> str:
+    if isinstance(exc, StatusError):
+        return f"HTTP {exc.status}"
+    return f"{type(exc).__name__}: {exc.message}"

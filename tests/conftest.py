@@ -1,0 +1,1 @@
+"""Shared test configuration. Servers live in their own modules under tests/."""
