@@ -170,11 +170,12 @@ def _enum_hook(cls: type[_OpenEnum]) -> Callable[[Any, Any], Any]:
     members = dict(cls._value2member_map_)  # a dict lookup, not an Enum() call, when known
 
     def structure(value: Any, _: Any) -> Any:
+        # The type check comes first: an unhashable value (a list) must not reach the lookup.
+        if value.__class__ is not str:
+            raise _type_error(value, f"a {cls.__name__} string")
         member = members.get(value)
         if member is not None:
             return member
-        if value.__class__ is not str:
-            raise _type_error(value, f"a {cls.__name__} string")
         return cls(value)  # keeps values the enum does not know (see _OpenEnum)
 
     return structure
@@ -238,11 +239,27 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
         }
         if cls is OrdersPage:
             renames["cursor"] = override(rename="cursor", struct_hook=_cursor)
-        conv.register_structure_hook(
-            cls,
-            make_dict_structure_fn(cls, conv, _cattrs_detailed_validation=detailed, **renames),
+        structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
+            cls, conv, _cattrs_detailed_validation=detailed, **renames
         )
+        conv.register_structure_hook(cls, _object_hook(structure) if detailed else structure)
     return conv
+
+
+def _object_hook(structure: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
+    """Refuse a non-object before the generated hook indexes into it.
+
+    Without this, a string or a list where an object belongs fails on its first field and the
+    path names that field (``tokens[1].address``) instead of the value (``tokens[1]``). Only
+    the detailed converter needs it: the fast one fails either way.
+    """
+
+    def structure_object(value: Any, type_: Any) -> T:
+        if value.__class__ is not dict:
+            raise _type_error(value, "an object")
+        return structure(value, type_)
+
+    return structure_object
 
 
 _FAST = _make_converter(detailed=False)

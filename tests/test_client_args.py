@@ -1,0 +1,230 @@
+"""Every invalid argument is a ValueError raised before any request (the server sees nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+
+from asyncapi_client import Client, OrderStatus, Side
+from tests._contract_server import ContractServer
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ContractServer]:
+    async with ContractServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+async def client(server: ContractServer) -> AsyncIterator[Client]:
+    async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as c:
+        c.set_testing(True, max_retries=0)
+        yield c
+
+
+NOT_POSITIVE_INTS: list[object] = [0, -1, -10, True, False, 1.5, 2.0, "3", "1"]
+NOT_IDS: list[object] = ["", None, 5, b"id", ["a"]]
+
+Call = Callable[[Client], Awaitable[object]]
+
+INVALID_CALLS: list[tuple[str, Call]] = [
+    *[(f"tokens search={v!r}", lambda c, v=v: c.tokens(search=v)) for v in (5, b"x", ["a"])],
+    *[(f"token_markets({v!r})", lambda c, v=v: c.token_markets(v)) for v in NOT_IDS],
+    *[(f"pool({v!r})", lambda c, v=v: c.pool(v)) for v in NOT_IDS],
+    *[(f"user({v!r})", lambda c, v=v: c.user(v)) for v in NOT_IDS],
+    *[(f"orders({v!r})", lambda c, v=v: c.orders(v)) for v in NOT_IDS],
+    *[
+        (f"orders status={v!r}", lambda c, v=v: c.orders("0xu", status=v))
+        for v in ("bogus", "REJECTED", "", "open ish", 5, Side.BUY)
+    ],
+    *[
+        (f"orders side={v!r}", lambda c, v=v: c.orders("0xu", side=v))
+        for v in ("hold", "", "long", 1, OrderStatus.OPEN)
+    ],
+    *[(f"orders limit={v!r}", lambda c, v=v: c.orders("0xu", limit=v)) for v in NOT_POSITIVE_INTS],
+    *[(f"orders market={v!r}", lambda c, v=v: c.orders("0xu", market=v)) for v in (5, b"m")],
+    *[(f"orders cursor={v!r}", lambda c, v=v: c.orders("0xu", cursor=v)) for v in (5, b"c")],
+    *[(f"leaderboard page={v!r}", lambda c, v=v: c.leaderboard(page=v)) for v in NOT_POSITIVE_INTS],
+    *[
+        (f"leaderboard limit={v!r}", lambda c, v=v: c.leaderboard(limit=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    *[
+        (f"pool deadline={v!r}", lambda c, v=v: c.pool("p", deadline=v))
+        for v in (0, -1, True, "1", float("inf"), float("nan"))
+    ],
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in INVALID_CALLS], ids=[i for i, _ in INVALID_CALLS])
+async def test_invalid_argument_is_a_value_error_before_any_request(
+    server: ContractServer, client: Client, call: Call
+) -> None:
+    with pytest.raises(ValueError):
+        await call(client)
+    assert server.seen == []
+    # ...and the client still works afterwards.
+    await client.pool("after")
+    assert [s.param for s in server.seen] == ["after"]
+
+
+async def drain(iterator: AsyncIterator[Any]) -> None:
+    async for _ in iterator:
+        pass
+
+
+INVALID_STREAMS: list[tuple[str, Callable[[Client], AsyncIterator[Any]]]] = [
+    *[(f"iter_orders({v!r})", lambda c, v=v: c.iter_orders(v)) for v in NOT_IDS],
+    *[
+        (f"iter_orders page_size={v!r}", lambda c, v=v: c.iter_orders("0xu", page_size=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    *[
+        (f"iter_orders max_items={v!r}", lambda c, v=v: c.iter_orders("0xu", max_items=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    ("iter_orders status", lambda c: c.iter_orders("0xu", status="bogus")),
+    ("iter_orders side", lambda c: c.iter_orders("0xu", side="bogus")),
+    ("iter_orders network", lambda c: c.iter_orders("0xu", network="devnet")),
+    ("iter_order_pages address", lambda c: c.iter_order_pages("")),
+    *[
+        (f"iter_order_pages page_size={v!r}", lambda c, v=v: c.iter_order_pages("u", page_size=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    ("iter_order_pages side", lambda c: c.iter_order_pages("0xu", side="sideways")),
+    *[
+        (f"iter_leaderboard page_size={v!r}", lambda c, v=v: c.iter_leaderboard(page_size=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    *[
+        (f"iter_leaderboard max_items={v!r}", lambda c, v=v: c.iter_leaderboard(max_items=v))
+        for v in NOT_POSITIVE_INTS
+    ],
+    *[
+        (f"iter_leaderboard concurrency={v!r}", lambda c, v=v: c.iter_leaderboard(concurrency=v))
+        for v in [*NOT_POSITIVE_INTS, None]
+    ],
+    *[
+        (
+            f"iter_leaderboard_pages concurrency={v!r}",
+            lambda c, v=v: c.iter_leaderboard_pages(concurrency=v),
+        )
+        for v in (0, -2, True)
+    ],
+    ("iter_leaderboard_pages page_size", lambda c: c.iter_leaderboard_pages(page_size=0)),
+    ("iter_leaderboard_pages deadline", lambda c: c.iter_leaderboard_pages(deadline=-1)),
+    ("iter_leaderboard network", lambda c: c.iter_leaderboard(network="devnet")),
+]
+
+
+@pytest.mark.parametrize(
+    "make", [m for _, m in INVALID_STREAMS], ids=[i for i, _ in INVALID_STREAMS]
+)
+async def test_invalid_stream_argument_is_a_value_error_before_any_request(
+    server: ContractServer, client: Client, make: Callable[[Client], AsyncIterator[Any]]
+) -> None:
+    with pytest.raises(ValueError):
+        # Raised when the stream is made or on its first step: either way before a request.
+        await drain(make(client))
+    assert server.seen == []
+
+
+@pytest.mark.parametrize(
+    ("status", "side", "sent"),
+    [
+        (OrderStatus.OPEN, Side.BUY, ("OPEN", "BUY")),
+        ("filled", "sell", ("FILLED", "SELL")),
+        ("Partially_Filled", "Buy", ("PARTIALLY_FILLED", "BUY")),
+        ("CANCELLED", "SELL", ("CANCELLED", "SELL")),
+        ("expired", Side.SELL, ("EXPIRED", "SELL")),
+    ],
+)
+async def test_status_and_side_accepted_in_any_case_and_sent_upper_case(
+    server: ContractServer,
+    client: Client,
+    status: OrderStatus | str,
+    side: Side | str,
+    sent: tuple[str, str],
+) -> None:
+    await client.orders("0xu", status=status, side=side)
+    (seen,) = server.seen
+    assert (seen.query["status"], seen.query["side"]) == sent
+
+
+async def test_valid_boundaries_are_accepted(server: ContractServer, client: Client) -> None:
+    await client.orders("u", limit=1)
+    await client.leaderboard(page=1, limit=1)
+    await client.pool("p", deadline=None)
+    await client.pool("q", deadline=5)
+    assert len(server.seen) == 4
+
+
+# --- the constructor -----------------------------------------------------------------------
+
+INVALID_CONSTRUCTOR: list[tuple[str, dict[str, Any]]] = [
+    *[(f"timeout={v!r}", {"timeout": v}) for v in (0, -1, 0.0, True, "10", None, float("inf"))],
+    ("timeout=nan", {"timeout": float("nan")}),
+    *[(f"max_retries={v!r}", {"max_retries": v}) for v in (-1, 1.5, True, "3", None)],
+    *[(f"max_connections={v!r}", {"max_connections": v}) for v in (0, -1, 1.5, True, None)],
+    *[(f"rate_limit={v!r}", {"rate_limit": v}) for v in (0, -1, True, "5", float("inf"))],
+    *[(f"deadline={v!r}", {"deadline": v}) for v in (-1, 0, True, "2")],
+    *[(f"max_response_bytes={v!r}", {"max_response_bytes": v}) for v in (0, -1, 1.5, True)],
+    ("headers non-str value", {"headers": {"X-Count": 1}}),
+    ("headers non-str name", {"headers": {1: "x"}}),
+    ("headers bytes", {"headers": {"X-A": b"x"}}),
+    ("headers not a mapping", {"headers": "X-A: x"}),
+    ("headers list of pairs", {"headers": [("X-A", "x")]}),
+    ("session not a session", {"session": "session"}),
+]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [k for _, k in INVALID_CONSTRUCTOR], ids=[i for i, _ in INVALID_CONSTRUCTOR]
+)
+def test_invalid_constructor_argument_is_a_value_error(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        Client(base_url="http://127.0.0.1:9", **kwargs)
+
+
+def test_the_message_names_the_bad_argument() -> None:
+    for name, value in [
+        ("timeout", 0),
+        ("max_retries", -1),
+        ("max_connections", 0),
+        ("rate_limit", 0),
+        ("deadline", -1),
+        ("max_response_bytes", 0),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            Client(base_url="http://h", **{name: value})  # type: ignore[arg-type]
+
+
+async def test_valid_constructor_arguments(server: ContractServer) -> None:
+    async with Client(
+        "testnet",
+        base_url=server.base_url,
+        testnet_base_url=server.testnet_base_url,
+        timeout=aiohttp.ClientTimeout(total=5),
+        max_retries=0,
+        max_connections=1,
+        rate_limit=1000.0,
+        deadline=30,
+        max_response_bytes=1,
+        coalesce=False,
+        headers={},
+        session=None,
+    ) as client:
+        assert client.network == "testnet"
+    async with Client(base_url=server.base_url, timeout=2, rate_limit=None, deadline=None):
+        pass
+
+
+def test_set_testing_checks_max_retries() -> None:
+    client = Client(base_url="http://h")
+    with pytest.raises(ValueError, match="max_retries"):
+        client.set_testing(True, max_retries=-1)
+    client.set_testing(False)
+    client.set_testing(True, max_retries=0)

@@ -1,0 +1,75 @@
+"""The public names are exactly the contract's (../shared/design/api.md), no more, no less."""
+
+from __future__ import annotations
+
+import enum
+
+import asyncapi_client
+
+CONTRACT_CLASSES = {
+    # Networks and hosts, Client
+    "Network",
+    "Client",
+    # Models and their enums
+    "Token",
+    "Market",
+    "Pool",
+    "Order",
+    "UserProfile",
+    "LeaderboardEntry",
+    "OrdersPage",
+    "LeaderboardPage",
+    "Side",
+    "OrderStatus",
+    "MarketType",
+    # Errors
+    "ApiError",
+    "TransportError",
+    "RequestTimeoutError",
+    "StatusError",
+    "BadRequestError",
+    "NotFoundError",
+    "RateLimitError",
+    "ServerError",
+    "DecodeError",
+    "ResponseTooLargeError",
+    "PaginationError",
+}
+
+
+def test_all_is_exactly_the_contract() -> None:
+    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | {"__version__"}
+
+
+def test_all_is_sorted_without_duplicates() -> None:
+    assert asyncapi_client.__all__ == sorted(set(asyncapi_client.__all__))
+
+
+def test_every_name_resolves() -> None:
+    for name in asyncapi_client.__all__:
+        assert getattr(asyncapi_client, name) is not None, name
+    for name in CONTRACT_CLASSES:
+        assert isinstance(getattr(asyncapi_client, name), type), name
+    assert isinstance(asyncapi_client.__version__, str)
+
+
+def test_star_import_gives_the_public_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from asyncapi_client import *", namespace)
+    namespace.pop("__builtins__")
+    assert set(namespace) == set(asyncapi_client.__all__)
+
+
+def test_public_classes_present_themselves_as_the_package() -> None:
+    """No private module leaks into what a user imports: every name is importable from here."""
+    for name in CONTRACT_CLASSES:
+        cls = getattr(asyncapi_client, name)
+        assert cls.__module__.startswith("asyncapi_client"), name
+        assert cls.__name__ == name
+
+
+def test_enums_are_str_enums() -> None:
+    for name in ("Network", "Side", "OrderStatus", "MarketType"):
+        cls = getattr(asyncapi_client, name)
+        assert issubclass(cls, enum.Enum)
+        assert issubclass(cls, str)

@@ -1,0 +1,159 @@
+"""Pins the public API's types for mypy --strict. Type-checked only, never run or collected.
+
+Every assignment names the type a user relies on; a change of a return or attribute type
+makes ``mypy`` fail here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+import aiohttp
+
+from asyncapi_client import (
+    ApiError,
+    Client,
+    DecodeError,
+    LeaderboardEntry,
+    LeaderboardPage,
+    Market,
+    MarketType,
+    Network,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    Pool,
+    RateLimitError,
+    ResponseTooLargeError,
+    Side,
+    StatusError,
+    Token,
+    UserProfile,
+    __version__,
+)
+
+
+async def operations(session: aiohttp.ClientSession) -> None:
+    client: Client = Client(
+        "mainnet",
+        base_url="https://api.example",
+        testnet_base_url=None,
+        timeout=10.0,
+        max_retries=3,
+        max_connections=100,
+        rate_limit=None,
+        deadline=None,
+        max_response_bytes=32 * 1024 * 1024,
+        coalesce=True,
+        headers={"X-Bot": "1"},
+        session=session,
+    )
+    Client(Network.TESTNET, timeout=aiohttp.ClientTimeout(total=5))
+    async with client as same:
+        entered: Client = same
+        network: Network = entered.network
+        closed: bool = entered.closed
+
+        tokens: Sequence[Token] = await client.tokens()
+        found: Sequence[Token] = await client.tokens(search="eth", network="testnet")
+        markets: Sequence[Market] = await client.token_markets("0xt")
+        markets = await client.token_markets("0xt", network=Network.MAINNET)
+        pool: Pool = await client.pool("p")
+        user: UserProfile = await client.user("0xu")
+        page: OrdersPage = await client.orders(
+            "0xu",
+            market="m",
+            status=OrderStatus.OPEN,
+            side="buy",
+            limit=10,
+            cursor=None,
+            network="mainnet",
+        )
+        board: LeaderboardPage = await client.leaderboard(page=1, limit=50)
+
+        order_stream: AsyncIterator[Order] = client.iter_orders("0xu", page_size=50, max_items=10)
+        page_stream: AsyncIterator[OrdersPage] = client.iter_order_pages("0xu", side=Side.SELL)
+        entry_stream: AsyncIterator[LeaderboardEntry] = client.iter_leaderboard(concurrency=2)
+        board_stream: AsyncIterator[LeaderboardPage] = client.iter_leaderboard_pages(page_size=5)
+        async for one_order in order_stream:
+            checked_order: Order = one_order
+        async for one_page in page_stream:
+            checked_page: OrdersPage = one_page
+        async for one_entry in entry_stream:
+            checked_entry: LeaderboardEntry = one_entry
+        async for one_board in board_stream:
+            checked_board: LeaderboardPage = one_board
+
+        models(tokens[0], markets[0], pool, user, page, board)
+        del network, closed, found
+        del checked_order, checked_page, checked_entry, checked_board
+    await client.close()
+    client.set_testing(True, max_retries=0)
+
+
+def models(
+    token: Token,
+    market: Market,
+    pool: Pool,
+    user: UserProfile,
+    page: OrdersPage,
+    board: LeaderboardPage,
+) -> None:
+    address: str = token.address
+    decimals: int = token.decimals
+    supply: Decimal = token.total_supply
+    logo: str | None = token.logo_uri
+    price_usd: float | None = token.price_usd
+
+    token0: Token = market.token0
+    kind: MarketType = market.type
+    tvl: float = market.tvl + market.volume_24h + market.fee
+
+    base: Token = pool.base_token
+    quote: Token = pool.quote_token
+    numbers: float = pool.price + pool.price_change_24h + pool.volume_24h + pool.tvl
+    pool_id: str = pool.pool_id
+
+    balances: Sequence[Mapping[str, Any]] = user.balances
+    positions: Sequence[Mapping[str, Any]] = user.positions
+    orders: Sequence[Order] = user.orders
+
+    order: Order = page.orders[0]
+    cursor: str | None = page.cursor
+    side: Side = order.side
+    status: OrderStatus = order.status
+    amounts: Decimal = order.price + order.size + order.filled_size
+    timestamp: int | float = order.timestamp
+    ids: str = order.transaction_id + order.pool_id + order.user
+
+    entries: Sequence[LeaderboardEntry] = board.leaderboard
+    counts: int = board.page + board.limit + board.total + board.total_pages
+    rank: int = entries[0].rank
+    score: float = entries[0].score
+
+    del address, decimals, supply, logo, price_usd, token0, kind, tvl, base, quote, numbers
+    del pool_id, balances, positions, orders, cursor, side, status, amounts, timestamp, ids
+    del counts, rank, score
+
+
+def errors(error: ApiError) -> None:
+    if isinstance(error, StatusError):
+        status: int = error.status
+        url: str | None = error.url
+        body: str = error.body
+        headers: Mapping[str, str] = error.headers
+        del status, url, body, headers
+    if isinstance(error, RateLimitError):
+        retry_after: float | None = error.retry_after
+        del retry_after
+    if isinstance(error, DecodeError):
+        path: str | None = error.path
+        del path
+    if isinstance(error, ResponseTooLargeError):
+        limit: int = error.limit
+        del limit
+    network: str | None = error.network
+    version: str = __version__
+    del network, version
