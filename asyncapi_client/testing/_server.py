@@ -1,0 +1,526 @@
+"""The fake server: the six operations over aiohttp.web, on two loopback ports, with faults.
+
+Routing works on the raw request target, so a path parameter is exactly one segment,
+percent-decoded (``%2F`` stays inside the value). Every request is recorded, answered or not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import enum
+import hashlib
+import hmac
+import math
+import re
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar
+from urllib.parse import unquote
+
+import attrs
+import orjson
+from aiohttp import web
+
+from asyncapi_client._network import Network, parse_network
+
+from ._data import FakeExchange, WireDict
+from ._faults import Decision, Fault, FaultKind, FaultSchedule
+
+__all__ = ["FakeServer", "RecordedRequest"]
+
+T = TypeVar("T")
+
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 500
+_STATUSES: Final = frozenset({"OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED", "EXPIRED"})
+_SIDES: Final = frozenset({"BUY", "SELL"})
+_DIGITS: Final = re.compile(r"[0-9]+", re.ASCII).fullmatch
+_CURSOR: Final = struct.Struct(">I8s8s")  # offset, filter digest, signature
+
+
+@attrs.frozen
+class RecordedRequest:
+    """One request the fake server saw, and what it did about it."""
+
+    network: Network
+    method: str
+    #: the path, percent-decoded, prefix included
+    path: str
+    #: the request target exactly as sent: encoded path and query
+    raw_path: str
+    #: the query parameters, decoded (the first value of a repeated name)
+    query: Mapping[str, str]
+    #: "tokens", "token_markets", "pool", "user", "orders", "leaderboard"; None for no route
+    operation: str | None
+    #: ``time.monotonic()`` when the request arrived
+    time: float
+    #: the status sent; None when the connection was dropped without an answer
+    status: int | None
+    #: the injected fault that decided the answer, if any
+    fault: FaultKind | None = None
+
+
+class _Reject(Exception):
+    """An answer other than 200, raised from deep inside an operation."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _State(enum.Enum):
+    UNOPENED = "unopened"
+    STARTED = "started"
+    CLOSED = "closed"
+
+
+def _find(mapping: Mapping[str, T], key: str) -> tuple[str, T] | None:
+    """The entry for ``key``, matched exactly or else case-insensitively (hex addresses)."""
+    value = mapping.get(key)
+    if value is not None:
+        return key, value
+    folded = key.casefold()
+    for name, candidate in mapping.items():
+        if name.casefold() == folded:
+            return name, candidate
+    return None
+
+
+def _wake(sleeper: asyncio.Future[None]) -> None:
+    if not sleeper.done():
+        sleeper.set_result(None)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json(status: int, payload: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
+    )
+
+
+def _positive_param(query: Mapping[str, str], name: str, default: int, maximum: int) -> int:
+    text = query.get(name)
+    if text is None:
+        return default
+    digits = text.lstrip("0")
+    if _DIGITS(text) is None or not digits:
+        raise _Reject(400, f"{name} must be a positive integer, got {text[:40]!r}")
+    value = int(digits) if len(digits) <= 12 else maximum + 1
+    if value > maximum:
+        raise _Reject(400, f"{name} must be at most {maximum}, got {value}")
+    return value
+
+
+def _choice_param(query: Mapping[str, str], name: str, allowed: frozenset[str]) -> str | None:
+    text = query.get(name)
+    if not text:
+        return None
+    if text.upper() not in allowed:
+        raise _Reject(400, f"unknown {name} {text!r}: expected one of {', '.join(sorted(allowed))}")
+    return text.upper()
+
+
+class FakeServer:
+    """The fake exchange served over loopback: one port per network, all six operations.
+
+    ``async with FakeServer(FakeExchange.generate(seed=7)) as server:`` then point a Client at
+    ``server.base_url`` and ``server.testnet_base_url``. ``start()``/``close()`` do the same
+    without a block. ``prefix`` puts every path under a base path (``"/gw"`` -> ``/gw/api/...``).
+    ``seed`` drives the fault schedule and signs the cursors.
+    """
+
+    def __init__(
+        self,
+        exchange: FakeExchange,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        testnet_port: int = 0,
+        seed: int = 0,
+        prefix: str = "",
+    ) -> None:
+        if not isinstance(exchange, FakeExchange):
+            raise TypeError(f"exchange must be a FakeExchange, got {exchange!r}")
+        ports: dict[str, object] = {"port": port, "testnet_port": testnet_port}
+        for name, value in ports.items():
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+                raise ValueError(f"{name} must be an int in 0..65535, got {value!r}")
+        if not _is_int(seed):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        given: object = prefix
+        if not isinstance(given, str) or any(c in given for c in "?#"):
+            raise ValueError(f"prefix must be a path such as '/gw', got {prefix!r}")
+        self.exchange = exchange
+        self.host = host
+        self.seed = seed
+        self.prefix = ("/" + prefix.strip("/")) if prefix.strip("/") else ""
+        self._wanted_ports = {Network.MAINNET: port, Network.TESTNET: testnet_port}
+        self._ports: dict[Network, int] = {}
+        self._runners: list[web.AppRunner] = []
+        self._faults = FaultSchedule(seed)
+        self._requests: list[RecordedRequest] = []
+        self._sleepers: set[asyncio.Future[None]] = set()
+        self._cursor_key = hashlib.sha256(f"asyncapi-fake-cursor/{seed}".encode()).digest()
+        self._state = _State.UNOPENED
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> Self:
+        """Bind both ports and start answering. Returns the server."""
+        if self._state is _State.CLOSED:
+            raise RuntimeError("this FakeServer is closed; create a new one")
+        if self._state is _State.STARTED:
+            return self
+        try:
+            for network in Network:
+                runner = web.AppRunner(
+                    self._make_app(network), access_log=None, shutdown_timeout=2.0
+                )
+                await runner.setup()
+                self._runners.append(runner)
+                site = web.TCPSite(runner, self.host, self._wanted_ports[network])
+                await site.start()
+                self._ports[network] = runner.addresses[0][1]
+        except BaseException:
+            await self.close()
+            raise
+        self._state = _State.STARTED
+        return self
+
+    async def close(self) -> None:
+        """Stop answering and release both ports. Calling it twice is fine."""
+        self._state = _State.CLOSED
+        for sleeper in self._sleepers:  # injected latencies end now
+            _wake(sleeper)
+        runners, self._runners = self._runners, []
+        for runner in runners:
+            await runner.cleanup()
+
+    async def serve_forever(self) -> None:
+        """Serve until the task running this is cancelled, then close."""
+        await self.start()
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            await self.close()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- addresses --------------------------------------------------------------------
+
+    def port_of(self, network: Network | str) -> int:
+        """The port bound for ``network`` (started servers only)."""
+        port = self._ports.get(parse_network(network))
+        if port is None or self._state is not _State.STARTED:
+            raise RuntimeError("the FakeServer is not running: use `async with` or start()")
+        return port
+
+    def url_of(self, network: Network | str) -> str:
+        """The base URL of ``network``: what to pass to Client as its host."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port_of(network)}{self.prefix}"
+
+    @property
+    def base_url(self) -> str:
+        """The main network's base URL, ``http://127.0.0.1:<port>`` (plus the prefix)."""
+        return self.url_of(Network.MAINNET)
+
+    @property
+    def testnet_base_url(self) -> str:
+        """The test network's base URL, on its own port."""
+        return self.url_of(Network.TESTNET)
+
+    @property
+    def port(self) -> int:
+        return self.port_of(Network.MAINNET)
+
+    @property
+    def testnet_port(self) -> int:
+        return self.port_of(Network.TESTNET)
+
+    # --- faults and records -----------------------------------------------------------
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request seen so far, in the order they were answered (a live list)."""
+        return self._requests
+
+    @property
+    def faults(self) -> Mapping[str, Fault]:
+        """The faults set, by operation name or ``"*"``."""
+        return self._faults.faults
+
+    def set_fault(self, operation: str, fault: Fault | None) -> None:
+        """Inject ``fault`` on ``operation`` (or ``"*"``: those without their own); None clears.
+
+        The schedule restarts: the same requests after the same ``set_fault`` on a server
+        with the same seed meet the same faults.
+        """
+        self._faults.set(operation, fault)
+
+    def clear_faults(self) -> None:
+        """Remove every fault: answers are right and immediate again."""
+        self._faults.clear()
+
+    def __repr__(self) -> str:
+        ports = ", ".join(f"{n.value}={p}" for n, p in self._ports.items())
+        return f"<FakeServer {self._state.value} seed={self.seed} {ports}>"
+
+    # --- serving ----------------------------------------------------------------------
+
+    def _make_app(self, network: Network) -> web.Application:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._handle(network, request)
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handle)
+        return app
+
+    def _route(self, raw_path: str) -> tuple[str | None, str]:
+        """(operation, decoded path parameter) for a raw request target; None: no route."""
+        path = raw_path.partition("?")[0]
+        api = self.prefix + "/api/"
+        if not path.startswith(api):
+            return None, ""
+        match path[len(api) :].split("/"):
+            case ["tokens"]:
+                return "tokens", ""
+            case ["aggregated", "tokens", token, "markets"] if token:
+                return "token_markets", unquote(token)
+            case ["clob", "pools", pool_id] if pool_id:
+                return "pool", unquote(pool_id)
+            case ["clob", "users", address] if address:
+                return "user", unquote(address)
+            case ["clob", "users", address, "orders"] if address:
+                return "orders", unquote(address)
+            case ["dash", "leaderboard"]:
+                return "leaderboard", ""
+        return None, ""
+
+    async def _handle(self, network: Network, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
+        operation, param = self._route(request.raw_path)
+        query: dict[str, str] = {}
+        for name, value in request.query.items():
+            query.setdefault(name, value)
+        is_get = request.method == "GET"
+        decision = self._faults.decide(operation) if is_get else Decision()
+        status: int | None = None
+        response: web.StreamResponse
+        try:
+            if decision.latency > 0:
+                await self._pause(decision.latency)
+            if not is_get:
+                response = _json(405, {"error": "only GET is served"}, {"Allow": "GET"})
+            elif decision.kind is None:
+                response = self._answer(operation, param, query, request.raw_path)
+            else:
+                response = await self._inject(decision, request, operation, param, query)
+            status = None if decision.kind == "drop" else response.status
+            return response
+        finally:
+            self._requests.append(
+                RecordedRequest(
+                    network=network,
+                    method=request.method,
+                    path=request.path,
+                    raw_path=request.raw_path,
+                    query=query,
+                    operation=operation,
+                    time=arrived,
+                    status=status,
+                    fault=decision.kind,
+                )
+            )
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if the server is closing.
+
+        A timer and a future, not ``asyncio.timeout``: nothing here relies on cancellation.
+        """
+        if self._state is _State.CLOSED:
+            return
+        loop = asyncio.get_running_loop()
+        sleeper: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(seconds, _wake, sleeper)
+        self._sleepers.add(sleeper)
+        try:
+            await sleeper
+        finally:
+            timer.cancel()
+            self._sleepers.discard(sleeper)
+
+    async def _inject(
+        self,
+        decision: Decision,
+        request: web.Request,
+        operation: str | None,
+        param: str,
+        query: Mapping[str, str],
+    ) -> web.StreamResponse:
+        fault = decision.fault
+        assert fault is not None
+        kind = decision.kind
+        if kind == "rate_limit":
+            header = fault.retry_after_header()
+            headers = {} if header is None else {"Retry-After": header}
+            return _json(429, {"error": "rate limited: slow down"}, headers)
+        if kind == "error":
+            status = fault.error_status
+            return _json(status, {"error": f"injected fault: HTTP {status}"})
+        if kind == "drop":
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=200)
+        # truncate and malformed send (part of) what the right answer would have been
+        body = self._answer(operation, param, query, request.raw_path).body
+        full = body if isinstance(body, bytes) else b"{}"
+        if kind == "truncate":
+            response = web.StreamResponse(status=200)
+            response.content_type = "application/json"
+            response.content_length = len(full)
+            await response.prepare(request)
+            await response.write(full[: len(full) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return response
+        # malformed: an HTML error page, an empty body, or the JSON cut off mid-document
+        if decision.variant < 0.25:
+            page = b"<html><body><h1>502 Bad Gateway</h1><p>upstream error</p></body></html>"
+            return web.Response(status=200, body=page, content_type="text/html")
+        if decision.variant < 0.5:
+            return web.Response(status=200, body=b"", content_type="application/json")
+        share = (decision.variant - 0.5) * 2.0  # in [0, 1)
+        cut = max(1, min(len(full) - 1, int(len(full) * (0.1 + 0.8 * share))))
+        return web.Response(status=200, body=full[:cut], content_type="application/json")
+
+    def _answer(
+        self, operation: str | None, param: str, query: Mapping[str, str], raw_path: str
+    ) -> web.Response:
+        """The right answer to one request."""
+        try:
+            if operation == "tokens":
+                return _json(200, {"tokens": self._tokens(query.get("search"))})
+            if operation == "token_markets":
+                return _json(200, {"markets": self._markets(param)})
+            if operation == "pool":
+                return _json(200, self._lookup(self.exchange.pools, param, "pool")[1])
+            if operation == "user":
+                return _json(200, self._lookup(self.exchange.users, param, "user")[1])
+            if operation == "orders":
+                return _json(200, self._orders(param, query))
+            if operation == "leaderboard":
+                return _json(200, self._leaderboard(query))
+            raise _Reject(404, f"no such path: {raw_path.partition('?')[0]}")
+        except _Reject as exc:
+            return _json(exc.status, {"error": exc.message})
+
+    # --- the six operations -----------------------------------------------------------
+
+    def _lookup(self, mapping: Mapping[str, T], key: str, what: str) -> tuple[str, T]:
+        found = _find(mapping, key)
+        if found is None:
+            raise _Reject(404, f"unknown {what}: {key!r}")
+        return found
+
+    def _tokens(self, search: str | None) -> Sequence[WireDict]:
+        tokens = self.exchange.tokens
+        if not search:
+            return tokens
+        q = search.casefold()
+        return [
+            t
+            for t in tokens
+            if q in t["symbol"].casefold()
+            or q in t["name"].casefold()
+            or q in t["address"].casefold()
+        ]
+
+    def _markets(self, token: str) -> Sequence[WireDict]:
+        """By token address (any case) or by symbol (any case)."""
+        found = _find(self.exchange.markets, token)
+        if found is not None:
+            return found[1]
+        folded = token.casefold()
+        for t in self.exchange.tokens:
+            if folded in (t["address"].casefold(), t["symbol"].casefold()):
+                return self.exchange.markets.get(t["address"], [])
+        raise _Reject(404, f"unknown token: {token!r}")
+
+    def _orders(self, address: str, query: Mapping[str, str]) -> WireDict:
+        exchange = self.exchange
+        found = _find(exchange.orders, address)
+        if found is None:
+            key = self._lookup(exchange.users, address, "user")[0]
+            orders: Sequence[WireDict] = []
+        else:
+            key, orders = found
+        market = query.get("market") or None
+        status = _choice_param(query, "status", _STATUSES)
+        side = _choice_param(query, "side", _SIDES)
+        limit = _positive_param(query, "limit", DEFAULT_LIMIT, MAX_LIMIT)
+        digest = hashlib.sha256(f"{key}\0{market}\0{status}\0{side}".encode()).digest()[:8]
+        cursor = query.get("cursor")
+        offset = self._read_cursor(cursor, digest) if cursor else 0
+        matching = [
+            order
+            for order in orders
+            if (market is None or order["poolId"] == market)
+            and (status is None or order["status"] == status)
+            and (side is None or order["side"] == side)
+        ]
+        end = offset + limit
+        return {
+            "orders": matching[offset:end],
+            "cursor": self._make_cursor(end, digest) if end < len(matching) else None,
+        }
+
+    def _sign(self, offset: int, digest: bytes) -> bytes:
+        message = struct.pack(">I", offset) + digest
+        return hmac.new(self._cursor_key, message, hashlib.sha256).digest()[:8]
+
+    def _make_cursor(self, offset: int, digest: bytes) -> str:
+        raw = _CURSOR.pack(offset, digest, self._sign(offset, digest))
+        return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+    def _read_cursor(self, cursor: str, digest: bytes) -> int:
+        try:
+            raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
+            offset, seen, signature = _CURSOR.unpack(raw)
+        except (binascii.Error, struct.error, ValueError):
+            raise _Reject(400, f"invalid cursor {cursor!r}") from None
+        if not hmac.compare_digest(signature, self._sign(offset, seen)):
+            raise _Reject(400, f"invalid cursor {cursor!r}")
+        if seen != digest:
+            raise _Reject(400, "this cursor belongs to another user or another set of filters")
+        return int(offset)
+
+    def _leaderboard(self, query: Mapping[str, str]) -> WireDict:
+        board = self.exchange.leaderboard
+        page = _positive_param(query, "page", 1, 10**9)
+        limit = _positive_param(query, "limit", DEFAULT_LIMIT, MAX_LIMIT)
+        start = (page - 1) * limit
+        return {
+            "leaderboard": board[start : start + limit],
+            "page": page,
+            "limit": limit,
+            "total": len(board),
+            "totalPages": math.ceil(len(board) / limit),
+        }

@@ -1,0 +1,107 @@
+"""The pytest plugin, used the way a bot's own test suite uses it: public names only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from asyncapi_client import Client, OrderStatus, ServerError, Side
+from asyncapi_client.testing import FakeExchange, FakeServer, Fault
+
+
+async def test_a_bot_reads_the_fake_exchange(fake_server: FakeServer) -> None:
+    async with Client(
+        base_url=fake_server.base_url, testnet_base_url=fake_server.testnet_base_url
+    ) as client:
+        tokens = await client.tokens()
+        markets = await client.token_markets(tokens[0].address)
+        board = await client.leaderboard(limit=10)
+        trader = board.leaderboard[0].address
+        profile = await client.user(next(iter(fake_server.exchange.users)))
+        open_buys = [
+            order
+            async for order in client.iter_orders(
+                profile.address, status=OrderStatus.OPEN, side=Side.BUY, page_size=20
+            )
+        ]
+    assert len(tokens) == 40
+    assert markets
+    assert trader.startswith("0x")
+    assert open_buys
+    assert all(o.status is OrderStatus.OPEN and o.side is Side.BUY for o in open_buys)
+    assert {r.operation for r in fake_server.requests} >= {"tokens", "token_markets", "orders"}
+
+
+@pytest.mark.fake_exchange(seed=11, users=2, orders_per_user=30, leaderboard_size=12)
+async def test_the_marker_picks_seed_and_sizes(
+    fake_server: FakeServer, fake_exchange: FakeExchange
+) -> None:
+    assert fake_server.exchange is fake_exchange
+    assert fake_exchange == FakeExchange.generate(
+        seed=11, users=2, orders_per_user=30, leaderboard_size=12
+    )
+    async with Client(base_url=fake_server.base_url) as client:
+        entries = [e async for e in client.iter_leaderboard(page_size=5)]
+    assert [e.rank for e in entries] == list(range(1, 13))
+
+
+async def test_a_bot_survives_an_outage(fake_server: FakeServer) -> None:
+    fake_server.set_fault("leaderboard", Fault(error_rate=0.5, error_status=503))
+    async with Client(base_url=fake_server.base_url, max_retries=10) as client:
+        client.set_testing(True)  # retries without sleeping
+        entries = [e async for e in client.iter_leaderboard(page_size=25)]
+        assert len(entries) == 250
+        fake_server.set_fault("leaderboard", Fault(error_rate=1.0))
+        client.set_testing(True, max_retries=1)
+        with pytest.raises(ServerError):
+            await client.leaderboard()
+    assert any(r.status == 503 for r in fake_server.requests)
+
+
+def test_each_test_gets_fresh_data_from_the_default_seed(fake_exchange: FakeExchange) -> None:
+    assert fake_exchange == FakeExchange.generate(seed=0)
+
+
+USER_SUITE = """
+import pytest
+
+from asyncapi_client import Client
+from asyncapi_client.testing import Fault
+
+
+@pytest.mark.asyncio
+async def test_bot(fake_server):
+    async with Client(base_url=fake_server.base_url,
+                      testnet_base_url=fake_server.testnet_base_url) as client:
+        assert await client.tokens(search="usd")
+        fake_server.set_fault("pool", Fault(error_rate=1.0))
+
+
+def test_that_does_not_use_the_fixture():
+    assert True
+"""
+
+
+def test_the_plugin_works_in_a_strict_mode_suite_of_its_own(tmp_path: Path) -> None:
+    (tmp_path / "test_user_bot.py").write_text(textwrap.dedent(USER_SUITE))
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n"
+        "filterwarnings = error\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
