@@ -361,9 +361,17 @@ LEADERBOARD_PAGE: Decoder[LeaderboardPage] = decoder(LeaderboardPage)
 # --- models back to the wire (CLI output, round-trip tests) -------------------------------
 
 
+def _decimal_text(value: Decimal) -> str:
+    """Decimal text as the wire had it: positional text never has a positive exponent, so
+    ``"0.0000001"`` stays positional (``str`` would give ``1E-7``) and ``"1E+2"`` stays ``1E+2``.
+    """
+    exponent = value.as_tuple().exponent
+    return str(value) if isinstance(exponent, int) and exponent > 0 else format(value, "f")
+
+
 def _make_unstructurer() -> cattrs.Converter:
     conv = cattrs.Converter()
-    conv.register_unstructure_hook(Decimal, lambda d: format(d, "f"))
+    conv.register_unstructure_hook(Decimal, _decimal_text)
     for enum_cls in (Side, OrderStatus, MarketType):
         conv.register_unstructure_hook(enum_cls, lambda e: e._value_)
     for cls in _MODELS:
