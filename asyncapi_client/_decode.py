@@ -14,7 +14,6 @@ strings that are not finite decimal numbers are errors.
 from __future__ import annotations
 
 import collections.abc
-import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -92,7 +91,7 @@ _WIRE_NAMES: dict[type, dict[str, str]] = {
 
 # --- leaf hooks: strict about JSON types --------------------------------------------------
 
-_DECIMAL_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII).fullmatch
+_DIGITS_AND_DOT = "0123456789."
 
 
 def _type_error(value: object, expected: str) -> TypeError:
@@ -136,14 +135,22 @@ def _number(value: Any, _: Any) -> int | float:
 
 
 def _decimal(value: Any, _: Any) -> Decimal:
+    """A finite decimal number from text: no NaN, Infinity, blanks, ``_`` or non-ASCII digits."""
     if value.__class__ is not str:
         raise _type_error(value, "a decimal number as a string")
-    if _DECIMAL_TEXT(value) is None:
-        raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
-    try:
-        return Decimal(value)
-    except InvalidOperation:  # pragma: no cover - the pattern admits only valid literals
-        raise ValueError(f"expected a finite decimal number, got {_preview(value)}") from None
+    # Plain digits and a dot are the common case; anything else must be ASCII with no
+    # underscores and no surrounding blanks, which Decimal() would otherwise accept.
+    if not value.strip(_DIGITS_AND_DOT) or (
+        value.isascii() and "_" not in value and value == value.strip()
+    ):
+        try:
+            number = Decimal(value)
+        except InvalidOperation:
+            pass
+        else:
+            if number.is_finite():
+                return number
+    raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
 
 
 def _mapping(value: Any, _: Any) -> Mapping[str, Any]:
@@ -234,16 +241,120 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
         conv.register_structure_hook(enum_cls, _enum_hook(enum_cls))
     conv.register_structure_hook_factory(_is_sequence, _sequence_factory(detailed))
     for cls in _MODELS:
-        renames: dict[str, Any] = {
-            name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
-        }
-        if cls is OrdersPage:
-            renames["cursor"] = override(rename="cursor", struct_hook=_cursor)
-        structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
-            cls, conv, _cattrs_detailed_validation=detailed, **renames
-        )
-        conv.register_structure_hook(cls, _object_hook(structure) if detailed else structure)
+        if detailed:
+            renames: dict[str, Any] = {
+                name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
+            }
+            if cls is OrdersPage:
+                renames["cursor"] = override(rename="cursor", struct_hook=_cursor)
+            structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
+                cls, conv, _cattrs_detailed_validation=True, **renames
+            )
+            conv.register_structure_hook(cls, _object_hook(structure))
+        else:
+            conv.register_structure_hook(cls, _generate_fast_structure(cls, conv))
     return conv
+
+
+# --- the fast path: one generated function per model ---------------------------------------
+#
+# cattrs' generated functions call one hook per field; on a page of 10,000 orders those calls
+# are a third of the time. These functions do the same checks inline (``x.__class__ is str``),
+# look enums up in a dict, call Decimal directly, and call nested models' functions directly.
+# They only have to fail on bad input, not explain it: the detailed converter does that.
+
+#: Per field, a hook that replaces the generic one for its type.
+_FIELD_HOOKS: dict[tuple[type, str], Callable[[Any, Any], Any]] = {(OrdersPage, "cursor"): _cursor}
+
+
+def _generate_fast_structure(cls: type, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
+    """Compile ``structure(o, _=None) -> cls`` for a dict from the wire, built once at import."""
+    hints = typing.get_type_hints(cls)
+    namespace: dict[str, Any] = {"__cl": cls}
+    lines = ["def structure(o, _=None):"]
+    names = []
+    for index, field in enumerate(attrs.fields(cls)):
+        var = f"v{index}"
+        wire = _WIRE_NAMES[cls][field.name]
+        optional = field.default is not attrs.NOTHING
+        lines.append(f"    {var} = o.get({wire!r})" if optional else f"    {var} = o[{wire!r}]")
+        hook = _FIELD_HOOKS.get((cls, field.name))
+        if hook is not None:
+            namespace[f"h{index}"] = hook
+            lines.append(f"    {var} = h{index}({var}, None)")
+        else:
+            lines.extend(_check(hints[field.name], var, f"h{index}", namespace, conv))
+        names.append(var)
+    # Fill the slots directly: what attrs' frozen __init__ does for these classes (they have
+    # no validators, converters or post-init), without its per-field setattr by name.
+    namespace["__new"] = object.__new__
+    lines.append("    self = __new(__cl)")
+    for index, field in enumerate(attrs.fields(cls)):
+        namespace[f"set{index}"] = cls.__dict__[field.name].__set__
+        lines.append(f"    set{index}(self, {names[index]})")
+    lines.append("    return self")
+    source = "\n".join(lines)
+    exec(compile(source, f"<asyncapi_client fast structure {cls.__name__}>", "exec"), namespace)
+    function: Callable[[Any, Any], Any] = namespace["structure"]
+    function.__doc__ = f"Structure a {cls.__name__} from a wire dict (generated).\n\n{source}"
+    return function
+
+
+def _check(
+    type_: Any, var: str, name: str, ns: dict[str, Any], conv: cattrs.Converter
+) -> list[str]:
+    """Source lines that check ``var`` against ``type_`` and convert it in place."""
+    ns["_D"], ns["_DD"], ns["_decimal"] = Decimal, _DIGITS_AND_DOT, _decimal
+    ns["_int"], ns["_float"], ns["_Mismatch"] = _int, _float, _Mismatch
+    if type_ is str:
+        return [f"    if {var}.__class__ is not str: raise _Mismatch"]
+    if type_ == str | None:
+        return [f"    if {var} is not None and {var}.__class__ is not str: raise _Mismatch"]
+    if type_ is int:
+        return [f"    if {var}.__class__ is not int: {var} = _int({var}, None)"]
+    if type_ is float:
+        return [f"    if {var}.__class__ is not float: {var} = _float({var}, None)"]
+    if type_ == float | None:
+        return [
+            f"    if {var} is not None and {var}.__class__ is not float:",
+            f"        {var} = _float({var}, None)",
+        ]
+    if type_ == int | float:
+        return [
+            f"    if {var}.__class__ is not int and {var}.__class__ is not float: raise _Mismatch"
+        ]
+    if type_ is Decimal:
+        # digits and a dot only: Decimal() either accepts it as a finite number or raises
+        return [
+            f"    {var} = _D({var}) if {var}.__class__ is str and not {var}.strip(_DD)"
+            f" else _decimal({var}, None)"
+        ]
+    if isinstance(type_, type) and issubclass(type_, _OpenEnum):
+        ns[f"{name}_get"] = dict(type_._value2member_map_).get
+        ns[f"{name}_hook"] = _enum_hook(type_)
+        return [f"    {var} = {name}_get({var}) or {name}_hook({var}, None)"]
+    if type_ in _MODELS:
+        ns[name] = conv.get_structure_hook(type_)
+        return [f"    {var} = {name}({var})"]
+    if _is_sequence(type_):
+        (element,) = typing.get_args(type_)
+        if element == Mapping[str, Any]:
+            return [
+                f"    if {var}.__class__ is not list: raise _Mismatch",
+                f"    for x in {var}:",
+                "        if x.__class__ is not dict: raise _Mismatch",
+                f"    {var} = tuple({var})",
+            ]
+        ns[name] = conv.get_structure_hook(element)
+        return [
+            f"    if {var}.__class__ is not list: raise _Mismatch",
+            f"    {var} = tuple([{name}(x) for x in {var}])",
+        ]
+    raise TypeError(f"no fast structure for {type_!r}")  # pragma: no cover - a new field type
+
+
+class _Mismatch(Exception):
+    """The fast path met something it does not accept; the detailed converter will say what."""
 
 
 def _object_hook(structure: Callable[[Any, Any], T]) -> Callable[[Any, Any], T]:
@@ -310,12 +421,21 @@ def _not_an_object(value: Any) -> DecodeError:
 # --- the decoders -------------------------------------------------------------------------
 
 
-@attrs.frozen(slots=True)
 class Decoder(typing.Generic[T]):
-    """Decode one operation's body: JSON bytes -> model, built once per operation."""
+    """Decode one operation's body: JSON bytes -> model, built once per operation.
 
-    cls: type[Any]
-    unwrap: Callable[[Any], T] | None = None
+    Compared and hashed by identity: a decoder is part of the request-coalescing key.
+    """
+
+    __slots__ = ("_structure", "cls", "unwrap")
+
+    def __init__(self, cls: type[Any], unwrap: Callable[[Any], T] | None = None) -> None:
+        self.cls = cls
+        self.unwrap = unwrap
+        self._structure: Callable[[Any, Any], Any] = _FAST.get_structure_hook(cls)
+
+    def __repr__(self) -> str:
+        return f"Decoder({self.cls.__name__})"
 
     def __call__(self, body: bytes) -> T:
         try:
@@ -325,7 +445,7 @@ class Decoder(typing.Generic[T]):
         if data.__class__ is not dict:
             raise _not_an_object(data)
         try:
-            value = _FAST.structure(data, self.cls)
+            value = self._structure(data, None)
         except Exception as fast_error:
             raise self._explain(data) from fast_error
         return value if self.unwrap is None else self.unwrap(value)
