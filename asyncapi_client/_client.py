@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Final, Self
 from urllib.parse import quote
@@ -277,7 +277,7 @@ class Client:
         page_size: int | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncIterator[OrdersPage]:
+    ) -> AsyncGenerator[OrdersPage, None]:
         """Each page of a user's orders, following ``cursor``, one page fetched ahead.
 
         Arguments are checked here, before any request. Close it early with ``break``,
@@ -296,7 +296,7 @@ class Client:
         max_items: int | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncIterator[Order]:
+    ) -> AsyncGenerator[Order, None]:
         """Every order of a user, page after page; stops after ``max_items`` when given."""
         _optional_positive_int(max_items, "max_items")
         pages = self._order_pages(
@@ -311,7 +311,7 @@ class Client:
         concurrency: int = 4,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncIterator[LeaderboardPage]:
+    ) -> AsyncGenerator[LeaderboardPage, None]:
         """Each leaderboard page in order; pages after the first are fetched concurrently.
 
         See :func:`asyncapi_client._streams.walk_leaderboard_pages` for what a live board
@@ -327,7 +327,7 @@ class Client:
         concurrency: int = 4,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncIterator[LeaderboardEntry]:
+    ) -> AsyncGenerator[LeaderboardEntry, None]:
         """Every leaderboard entry in rank order, each rank once; at most ``max_items``."""
         _optional_positive_int(max_items, "max_items")
         pages = self._leaderboard_pages(page_size, concurrency, max_items, network, deadline)

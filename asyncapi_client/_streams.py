@@ -10,7 +10,6 @@ point where the consumer reaches its page, never earlier, never lost.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
@@ -19,7 +18,7 @@ from typing import TypeVar
 import attrs
 
 from ._errors import PaginationError
-from ._models import LeaderboardEntry, LeaderboardPage, OrdersPage
+from ._models import LeaderboardPage, OrdersPage
 
 __all__ = ["items", "walk_leaderboard_pages", "walk_order_pages"]
 
@@ -28,15 +27,27 @@ P = TypeVar("P")
 
 
 async def _cancel_all(tasks: Iterable[asyncio.Task[T]]) -> None:
-    """Cancel ``tasks`` and wait until each has really finished; retrieve every outcome."""
+    """Cancel ``tasks`` and wait until each has really finished; retrieve every outcome.
+
+    A cancellation of our own that arrives meanwhile is held until they have finished,
+    then re-raised: nothing we started is left running behind us.
+    """
+    tasks = list(tasks)
     pending = [task for task in tasks if not task.done()]
     for task in pending:
         task.cancel()
-    if pending:
-        await asyncio.wait(pending)
+    interrupted = False
+    while pending:
+        try:
+            await asyncio.wait(pending)
+        except asyncio.CancelledError:
+            interrupted = True
+        pending = [task for task in pending if not task.done()]
     for task in tasks:
         if not task.cancelled():
             task.exception()  # mark retrieved: the walk is over, nobody will read it
+    if interrupted:
+        raise asyncio.CancelledError
 
 
 async def walk_order_pages(
@@ -88,47 +99,56 @@ async def walk_leaderboard_pages(
 ) -> AsyncGenerator[LeaderboardPage, None]:
     """Read page 1, learn ``totalPages``, fetch the rest concurrently, yield in page order.
 
-    At most ``concurrency`` pages are in flight or held unread at any time. A live board
-    shifts while it is walked: an entry that moves down across a page boundary between two
-    reads would be seen twice, and is yielded once (the first occurrence of a rank is kept);
-    an entry that moves up across a boundary may be missed; pages the board gains during
-    the walk are followed when a later page reports them. For an exact snapshot, walk a
-    board that is not changing.
+    At most ``concurrency`` pages are in flight or held unread at any time, and with
+    ``max_items`` no page is asked for that the entries still wanted do not need.
+
+    A live board shifts while it is walked, and a rank is the only identity an entry has
+    here: a rank an earlier page had is not yielded again (its first occurrence is kept, so
+    pages that overlap after a shift do not repeat ranks; ties within a page are kept), and
+    pages the board gains during the walk are followed when a later page reports them. An
+    account that moves between two reads may still show up under two ranks or under none.
+    For an exact snapshot, walk a board that is not changing.
     """
     first = await fetch(1)
     last = first.total_pages
-    if max_items is not None and first.limit > 0:
-        last = min(last, math.ceil(max_items / first.limit))
+    per_page = max(first.limit, len(first.leaderboard), 1)
+    wanted = max_items  # entries the consumer may still take; None: all of them
     ranks: set[int] = set()
-    unread: LeaderboardPage | None = first
     queue: deque[asyncio.Task[LeaderboardPage]] = deque()
     next_page = 2
+    page = first
     try:
         while True:
+            page = _first_of_each_rank(page, ranks)
+            if wanted is not None:
+                wanted -= len(page.leaderboard)
+                if wanted <= 0:
+                    yield page
+                    return
             while next_page <= last and len(queue) < concurrency:
+                if wanted is not None and wanted <= len(queue) * per_page:
+                    break  # the pages already on their way bring what is wanted
                 queue.append(asyncio.ensure_future(fetch(next_page)))
                 next_page += 1
-            if unread is not None:
-                page, unread = unread, None
-            elif queue:
-                page = await queue[0]
-                queue.popleft()
-                if max_items is None and page.total_pages > last:
-                    last = page.total_pages
-            else:
+            yield page
+            if not queue:
                 return
-            yield _first_of_each_rank(page, ranks)
+            page = await queue[0]
+            queue.popleft()
+            if page.total_pages > last:
+                last = page.total_pages
     finally:
         await _cancel_all(queue)
 
 
 def _first_of_each_rank(page: LeaderboardPage, ranks: set[int]) -> LeaderboardPage:
-    """The page without entries whose rank an earlier page already had."""
-    fresh: list[LeaderboardEntry] = []
-    for entry in page.leaderboard:
-        if entry.rank not in ranks:
-            ranks.add(entry.rank)
-            fresh.append(entry)
+    """The page without entries whose rank an earlier page already had.
+
+    Overlapping pages repeat ranks from earlier pages; ties within one page (1, 2, 2, 4)
+    are the server's data and are kept.
+    """
+    fresh = [entry for entry in page.leaderboard if entry.rank not in ranks]
+    ranks.update(entry.rank for entry in fresh)
     if len(fresh) == len(page.leaderboard):
         return page
     return attrs.evolve(page, leaderboard=tuple(fresh))

@@ -2,13 +2,24 @@
 
 One GET goes through, in this order:
 
-1. coalescing: an identical GET already in flight (same URL, decoder and deadline) is joined;
+1. coalescing: an identical GET already in flight (same URL, network, decoder and deadline)
+   is joined; if its leader is cancelled, one of the joined callers takes over;
 2. the operation ``deadline`` (``asyncio.timeout``) around everything below;
-3. per attempt: the client-wide rate limit, the host's shared back-off after a 429, then
+3. per attempt: the client-wide rate limit, the network's shared back-off after a 429, then
    the request with its per-attempt ``timeout``, the body read under ``max_response_bytes``,
    and the decode;
-4. retries of connection failures, timeouts, 429 and 500/502/503/504, with exponential
-   back-off and full jitter, or the server's ``Retry-After``.
+4. retries of connection failures, timeouts, a body cut short, 429 and 500/502/503/504,
+   with exponential back-off and full jitter, or the server's ``Retry-After``.
+
+``timeout`` bounds one attempt (connect, send, read the whole body); ``deadline`` bounds the
+whole operation: every attempt, the rate-limit and shared back-off waits and the waits
+between retries. A wait that would pass the deadline is not started: ``RequestTimeoutError``
+is raised at once. Without a deadline an operation can take about
+``(max_retries + 1) * timeout`` plus its waits.
+
+aiohttp itself resends an idempotent request once when the connection drops before the
+response headers arrive (RFC 9112 section 9.3.1, meant for stale keep-alive connections);
+that resend happens inside one of our attempts.
 
 Every aiohttp failure is translated into the library's errors in :func:`_translate`.
 """
@@ -80,8 +91,10 @@ class RetryPolicy:
     """When and how long to wait between attempts.
 
     The wait before retry ``n`` (0-based) is uniform in ``[0, min(cap, base * 2**n)]``
-    (full jitter), or the server's ``Retry-After`` when it sent one. A ``Retry-After``
-    longer than ``retry_after_cap`` is not waited for: the error is raised at once.
+    (full jitter), or the server's ``Retry-After`` when it sent one. A 429 without
+    ``Retry-After`` waits at least half of that step (the server asked us to slow down;
+    full jitter alone could retry at once). A ``Retry-After`` longer than
+    ``retry_after_cap`` is not waited for: the error is raised at once.
     ``wait=False`` (testing mode) keeps the attempts but skips every wait.
     """
 
@@ -91,8 +104,10 @@ class RetryPolicy:
     retry_after_cap: float = 60.0
     wait: bool = True
 
-    def backoff(self, attempt: int) -> float:
-        return random.uniform(0.0, min(self.cap, self.base * (2**attempt)))
+    def backoff(self, attempt: int, *, floor: float = 0.0) -> float:
+        """The jittered wait before retry ``attempt``, at least ``floor`` of the step."""
+        step = min(self.cap, self.base * (2**attempt))
+        return random.uniform(step * floor, step)
 
 
 def _is_retryable(exc: ApiError) -> bool:
@@ -104,23 +119,29 @@ def _is_retryable(exc: ApiError) -> bool:
 class _RateLimiter:
     """At most ``rate`` requests a second, evenly spaced, first come first served.
 
-    A virtual clock (GCRA): each caller reserves the next free slot and sleeps until it.
-    O(1) per request, no queue of waiters, no background task; a cancelled waiter only
-    wastes its own slot, which errs on the side of sending fewer requests.
+    A virtual clock (GCRA) behind a lock: each waiter in turn takes the next free slot and
+    sleeps until it. A waiter woken late by a busy loop (by more than half a slot) moves
+    the clock on to when it really went, so the ones behind it do not follow in a burst:
+    in any window of one second at most ``rate + 1`` requests start. No background task;
+    a cancelled waiter hands its slot to the next.
     """
 
-    __slots__ = ("_interval", "_next")
+    __slots__ = ("_interval", "_lock", "_next")
 
     def __init__(self, rate: float) -> None:
         self._interval = 1.0 / rate
         self._next = 0.0
+        self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
-        now = asyncio.get_running_loop().time()
-        slot = self._next if self._next > now else now
-        self._next = slot + self._interval
-        if slot > now:
-            await asyncio.sleep(slot - now)
+        async with self._lock:
+            loop = asyncio.get_running_loop()
+            now = loop.time()
+            slot = self._next if self._next > now else now
+            if slot > now:
+                await asyncio.sleep(slot - now)
+                now = loop.time()
+            self._next = max(slot, now - self._interval / 2) + self._interval
 
 
 class _State(enum.Enum):
@@ -260,7 +281,7 @@ class Transport:
             self._open()
         if not self._coalesce:
             return await self._run(operation, network, url, decode, deadline)
-        key = (url, decode, deadline)
+        key = (url, network, decode, deadline)
         while True:
             leader = self._inflight.get(key)
             if leader is None:
@@ -335,13 +356,22 @@ class Transport:
             if self._limiter is not None:
                 await self._limiter.acquire()
             if self._not_before:
-                await self._wait_shared_backoff(network)
+                await self._wait_shared_backoff(network, url, expires)
             try:
                 return await self._attempt(operation, network, url, decode, attempt)
             except ApiError as exc:
-                if attempt >= retry.max_retries or not _is_retryable(exc):
+                if not _is_retryable(exc):
                     raise
-                delay = self._delay(exc, attempt, network, expires)
+                delay = self._delay(exc, attempt, network)
+                if attempt >= retry.max_retries:
+                    raise
+                if expires is not None and asyncio.get_running_loop().time() + delay >= expires:
+                    raise RequestTimeoutError(
+                        f"the deadline would pass during the {delay:.3g}s wait "
+                        "before the next attempt",
+                        url=url,
+                        network=network.value,
+                    ) from exc
                 log.info(
                     "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
                     url,
@@ -355,43 +385,67 @@ class Transport:
                 if delay > 0:
                     await asyncio.sleep(delay)
 
-    def _delay(self, exc: ApiError, attempt: int, network: Network, expires: float | None) -> float:
-        """How long to wait before the next attempt; raises ``exc`` when waiting is pointless."""
+    def _delay(self, exc: ApiError, attempt: int, network: Network) -> float:
+        """How long to wait before the next attempt; raises ``exc`` when waiting is pointless.
+
+        A 429 also holds back every other request of this client to ``network`` as long.
+        """
         retry = self.retry
-        retry_after = exc.retry_after if isinstance(exc, RateLimitError) else None
-        if retry_after is None and isinstance(exc, StatusError):
-            retry_after = parse_retry_after(exc.headers.get("Retry-After"))
+        retry_after = None
+        if isinstance(exc, StatusError):
+            if isinstance(exc, RateLimitError):
+                retry_after = exc.retry_after
+            else:
+                retry_after = parse_retry_after(exc.headers.get("Retry-After"))
         if retry_after is not None and retry_after > retry.retry_after_cap:
+            if isinstance(exc, RateLimitError) and retry.wait:
+                self._hold(network, retry_after)
             raise exc  # the server asks for longer than we are willing to wait
         if not retry.wait:
             return 0.0
-        now = asyncio.get_running_loop().time()
         if retry_after is not None:
             delay = retry_after
-            if isinstance(exc, RateLimitError):
-                # Everyone sending to this host waits, not only this request.
-                until = now + retry_after
-                if until > self._not_before.get(network, 0.0):
-                    self._not_before[network] = until
+        elif isinstance(exc, RateLimitError):
+            delay = retry.backoff(attempt, floor=0.5)
         else:
             delay = retry.backoff(attempt)
-        if expires is not None and now + delay >= expires:
-            raise RequestTimeoutError(
-                f"the deadline would pass during the {delay:.3g}s wait before the next attempt",
-                url=exc.url,
-                network=network.value,
-            ) from exc
+        if isinstance(exc, RateLimitError):
+            self._hold(network, delay)
         return delay
 
-    async def _wait_shared_backoff(self, network: Network) -> None:
-        until = self._not_before.get(network)
-        if until is None:
-            return
-        wait = until - asyncio.get_running_loop().time()
-        if wait <= 0 or not self.retry.wait:
-            self._not_before.pop(network, None)
-            return
-        await asyncio.sleep(wait)
+    def _hold(self, network: Network, seconds: float) -> None:
+        """Hold back every request to ``network`` for ``seconds`` (the shared back-off)."""
+        until = asyncio.get_running_loop().time() + seconds
+        if until > self._not_before.get(network, 0.0):
+            self._not_before[network] = until
+
+    async def _wait_shared_backoff(self, network: Network, url: str, expires: float | None) -> None:
+        """Wait while ``network`` is held back after a 429 (a later 429 may extend it)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            until = self._not_before.get(network)
+            if until is None:
+                return
+            wait = until - loop.time()
+            if wait <= 0 or not self.retry.wait:
+                del self._not_before[network]
+                return
+            if wait > self.retry.retry_after_cap:
+                raise RateLimitError(
+                    f"HTTP 429 earlier: the server asked this client to wait {wait:.0f}s more, "
+                    f"longer than the {self.retry.retry_after_cap:g}s Retry-After cap",
+                    status=429,
+                    url=url,
+                    network=network.value,
+                    retry_after=wait,
+                )
+            if expires is not None and until >= expires:
+                raise RequestTimeoutError(
+                    f"the deadline would pass during the {wait:.3g}s shared back-off after a 429",
+                    url=url,
+                    network=network.value,
+                )
+            await asyncio.sleep(wait)
 
     async def _attempt(
         self,

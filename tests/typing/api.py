@@ -7,6 +7,7 @@ makes ``mypy`` fail here.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from decimal import Decimal
 from typing import Any
 
@@ -85,6 +86,12 @@ async def operations(session: aiohttp.ClientSession) -> None:
             checked_entry: LeaderboardEntry = one_entry
         async for one_board in board_stream:
             checked_board: LeaderboardPage = one_board
+
+        # Streams are async generators: aclosing() and aclose() type-check for users.
+        async with aclosing(client.iter_orders("0xu")) as closing_orders:
+            async for closing_order in closing_orders:
+                checked_order = closing_order
+        await client.iter_leaderboard().aclose()
 
         models(tokens[0], markets[0], pool, user, page, board)
         del network, closed, found

@@ -1,0 +1,477 @@
+"""The four streams against a loopback server: exact walks, fetch-ahead, fan-out, clean endings."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, TypeVar
+
+import aiohttp
+import pytest
+
+from asyncapi_client import (
+    Client,
+    LeaderboardEntry,
+    LeaderboardPage,
+    NotFoundError,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    PaginationError,
+)
+from asyncapi_client._streams import walk_leaderboard_pages
+from tests._faultserver import assert_clean, settled, stray_tasks
+from tests._walkserver import ADDRESS, Seen, ShiftingBoard, StaticBoard, WalkServer, cursor_for
+
+T = TypeVar("T")
+
+LAST_PAGE_STYLES = ["null", "missing", "empty", "empty_page"]
+
+
+@pytest.fixture(autouse=True)
+async def _no_stray_tasks() -> AsyncIterator[None]:
+    """Every test must leave no task of ours behind."""
+    yield
+    assert await settled(lambda: not stray_tasks()), stray_tasks()
+
+
+def agen(stream: AsyncIterator[T]) -> AsyncGenerator[T, None]:
+    """The streams are async generators (so ``aclose`` and ``aclosing`` work)."""
+    assert isinstance(stream, AsyncGenerator)
+    return stream
+
+
+async def collect(stream: AsyncIterator[T], into: list[T]) -> None:
+    """Append everything ``stream`` yields to ``into`` (which keeps it when the walk fails)."""
+    async for item in stream:
+        into.append(item)
+
+
+def expected_requests(items: int, page_size: int, style: str) -> int:
+    pages = max(1, math.ceil(items / page_size))
+    return pages + 1 if style == "empty_page" and items else pages
+
+
+def ids(orders: list[Order]) -> list[str]:
+    return [order.transaction_id for order in orders]
+
+
+# --- cursor walk: exactness ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("style", LAST_PAGE_STYLES)
+@pytest.mark.parametrize(("total", "page_size"), [(40, 10), (45, 10), (7, 3), (1, 5), (0, 5)])
+async def test_cursor_walk_yields_every_order_once_in_order(
+    style: Any, total: int, page_size: int
+) -> None:
+    async with (
+        WalkServer(orders=total, last_page=style) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got = [order async for order in client.iter_orders(ADDRESS, page_size=page_size)]
+    assert ids(got) == [row["transactionId"] for row in server.orders]
+    assert len(server.seen) == expected_requests(total, page_size, style)
+    assert [seen.query.get("cursor") for seen in server.seen] == [None] + [
+        cursor_for(page_size * n) for n in range(1, len(server.seen))
+    ]
+
+
+@pytest.mark.parametrize("style", LAST_PAGE_STYLES)
+async def test_cursor_walk_carries_every_filter_on_every_request(style: Any) -> None:
+    async with (
+        WalkServer(orders=400, last_page=style) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = [
+            page
+            async for page in client.iter_order_pages(
+                ADDRESS, market="pool-1", status=OrderStatus.OPEN, side="buy", page_size=3
+            )
+        ]
+    wanted = [
+        row
+        for row in server.orders
+        if (row["poolId"], row["status"], row["side"]) == ("pool-1", "OPEN", "BUY")
+    ]
+    assert len(wanted) > 6  # several pages, the last one partial or full
+    got = [order for page in pages for order in page.orders]
+    assert ids(got) == [row["transactionId"] for row in wanted]
+    assert all(len(page.orders) == 3 for page in pages[: len(wanted) // 3])
+    assert len(server.seen) == expected_requests(len(wanted), 3, style)
+    for seen in server.seen:
+        assert {k: seen.query[k] for k in ("market", "status", "side", "limit")} == {
+            "market": "pool-1",
+            "status": "OPEN",
+            "side": "BUY",
+            "limit": "3",
+        }
+
+
+async def test_repeated_cursor_raises_after_the_page_that_carried_it() -> None:
+    async with (
+        WalkServer(orders=80, repeat_cursor_on_page=3) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages: list[OrdersPage] = []
+        with pytest.raises(PaginationError, match="a second time"):
+            await collect(client.iter_order_pages(ADDRESS, page_size=10), pages)
+        orders: list[Order] = []
+        with pytest.raises(PaginationError):
+            await collect(client.iter_orders(ADDRESS, page_size=10), orders)
+    assert len(pages) == 3  # page 3 (which repeats page 2's cursor) was yielded first
+    assert pages[2].cursor == cursor_for(20)
+    assert ids(orders) == [row["transactionId"] for row in server.orders[:30]]
+    assert len(server.seen) == 6  # 3 pages per walk, not one more
+
+
+@pytest.mark.parametrize(
+    ("max_items", "items", "requests"),
+    [(1, 1, 1), (10, 10, 1), (20, 20, 2), (25, 25, 3), (45, 45, 5), (1000, 45, 5)],
+)
+async def test_cursor_walk_max_items_asks_only_for_pages_it_needs(
+    max_items: int, items: int, requests: int
+) -> None:
+    async with WalkServer(orders=45) as server, Client(base_url=server.base_url) as client:
+        got = [o async for o in client.iter_orders(ADDRESS, page_size=10, max_items=max_items)]
+    assert ids(got) == [row["transactionId"] for row in server.orders[:items]]
+    assert len(server.seen) == requests
+
+
+# --- cursor walk: fetch ahead ----------------------------------------------------------------
+
+
+async def test_next_page_is_fetched_while_the_consumer_holds_a_page_and_no_further() -> None:
+    async with (
+        WalkServer(orders=50, latency=0.05) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = agen(client.iter_order_pages(ADDRESS, page_size=10))
+        async with contextlib.aclosing(pages):
+            first = await anext(pages)
+            assert ids(list(first.orders)) == [f"tx{i:05d}" for i in range(10)]
+            # The server sees page 2 asked for and answered while we sit on page 1 ...
+            await server.wait_until(lambda: server.done == 2)
+            # ... and never page 3: at most one page ahead.
+            await settled(lambda: False, turns=50)
+            assert len(server.seen) == 2
+            rest = [page async for page in pages]
+    assert len(rest) == 4
+    assert server.max_in_flight == 1
+
+
+async def test_fetch_ahead_overlaps_the_consumers_work_with_the_next_request() -> None:
+    """50 ms a request, 50 ms of work a page: the walk takes well under a sequential walk."""
+    latency, work, pages = 0.05, 0.05, 10
+    async with (
+        WalkServer(orders=pages * 10, latency=latency) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        started = time.perf_counter()
+        cursor: str | None = None
+        while True:  # the strictly sequential walk: fetch, work, fetch, work ...
+            page = await client.orders(ADDRESS, limit=10, cursor=cursor)
+            await asyncio.sleep(work)
+            cursor = page.cursor
+            if cursor is None:
+                break
+        sequential = time.perf_counter() - started
+
+        started = time.perf_counter()
+        async for _ in client.iter_order_pages(ADDRESS, page_size=10):
+            await asyncio.sleep(work)
+        ahead = time.perf_counter() - started
+    assert sequential >= pages * (latency + work)
+    assert ahead < 0.8 * sequential, (ahead, sequential)
+    assert server.max_in_flight == 1  # ahead, but never more than one page
+
+
+# --- leaderboard walk ------------------------------------------------------------------------
+
+
+async def test_leaderboard_ten_pages_at_concurrency_four_take_about_four_round_trips() -> None:
+    latency = 0.1
+    async with (
+        WalkServer(board=StaticBoard(100), latency=latency) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        started = time.perf_counter()
+        entries = [e async for e in client.iter_leaderboard(page_size=10, concurrency=4)]
+        elapsed = time.perf_counter() - started
+    assert [e.rank for e in entries] == list(range(1, 101))
+    assert len(server.seen) == 10
+    assert server.max_in_flight == 4
+    # 1 + ceil(9 / 4) = 4 round trips; 10 would be the sequential walk.
+    assert elapsed < 7 * latency, elapsed
+
+
+async def test_leaderboard_yields_in_page_order_when_the_server_answers_out_of_order() -> None:
+    rng = random.Random(1234)
+    delays = {page: rng.uniform(0.0, 0.08) for page in range(1, 11)}
+
+    def latency(seen: Seen) -> float:
+        return delays[seen.page]
+
+    async with (
+        WalkServer(board=StaticBoard(95), latency=latency) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = [p async for p in client.iter_leaderboard_pages(page_size=10, concurrency=4)]
+    assert [page.page for page in pages] == list(range(1, 11))
+    assert [e.rank for page in pages for e in page.leaderboard] == list(range(1, 96))
+    answered = [seen.page for seen in sorted(server.seen, key=lambda s: s.end or 0.0)]
+    assert answered != sorted(answered)  # the server really did answer out of order
+    assert server.max_in_flight <= 4
+
+
+async def test_leaderboard_holds_at_most_concurrency_pages_unread() -> None:
+    async with (
+        WalkServer(board=StaticBoard(100)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = agen(client.iter_leaderboard_pages(page_size=10, concurrency=3))
+        async with contextlib.aclosing(pages):
+            first = await anext(pages)
+            assert first.page == 1
+            await server.wait_until(lambda: server.done == 4)
+            await settled(lambda: False, turns=50)
+            assert len(server.seen) == 4  # page 1 and three ahead, however long we wait
+            rest = [page.page async for page in pages]
+    assert rest == list(range(2, 11))
+    assert server.max_in_flight <= 3
+
+
+async def test_leaderboard_keeps_concurrency_pages_coming_while_the_consumer_works() -> None:
+    async with (
+        WalkServer(board=StaticBoard(100)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = agen(client.iter_leaderboard_pages(page_size=10, concurrency=4))
+        async with contextlib.aclosing(pages):
+            assert (await anext(pages)).page == 1
+            assert (await anext(pages)).page == 2
+            # While we work on page 2, pages 3-6 are on their way: four, not three.
+            await server.wait_until(lambda: len(server.seen) == 6, within=2.0)
+            await settled(lambda: False, turns=50)
+            assert len(server.seen) == 6
+
+
+async def test_leaderboard_max_items_fetches_more_when_overlapping_pages_bring_fewer() -> None:
+    # After page 1 the pages start 5 ranks early: page 2 brings only 5 new ranks.
+    async with (
+        WalkServer(board=ShiftingBoard(before=100, after=100, overlap=5)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        ranks = [e.rank async for e in client.iter_leaderboard(page_size=10, max_items=30)]
+    assert ranks == list(range(1, 31))
+    assert len(server.seen) == 4
+
+
+@pytest.mark.parametrize(("max_items", "requests"), [(5, 1), (10, 1), (15, 2), (25, 3)])
+async def test_leaderboard_max_items_asks_only_for_pages_it_needs(
+    max_items: int, requests: int
+) -> None:
+    async with (
+        WalkServer(board=StaticBoard(100), latency=0.01) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        entries = [
+            e
+            async for e in client.iter_leaderboard(page_size=10, max_items=max_items, concurrency=4)
+        ]
+    assert [e.rank for e in entries] == list(range(1, max_items + 1))
+    assert len(server.seen) == requests
+
+
+async def test_leaderboard_stopped_early_cancels_the_pages_in_flight() -> None:
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector())
+    async with session, WalkServer(board=StaticBoard(100), latency=0.3) as server:
+        async with Client(base_url=server.base_url, session=session) as client:
+            async with contextlib.aclosing(
+                agen(client.iter_leaderboard(page_size=10, concurrency=4))
+            ) as entries:
+                async for entry in entries:
+                    if entry.rank == 3:  # pages 2-5 are on their way: stop now
+                        await server.wait_until(lambda: len(server.seen) == 5)
+                        break
+            await assert_clean(session.connector)
+        await server.wait_until(lambda: server.in_flight == 0)
+    assert sorted(seen.page for seen in server.seen) == [1, 2, 3, 4, 5]
+    assert {seen.outcome for seen in server.seen if seen.page > 1} == {"cancelled"}
+
+
+async def test_leaderboard_that_shifts_during_the_walk_yields_each_rank_once() -> None:
+    board = ShiftingBoard(before=45, after=58, overlap=3)
+    async with WalkServer(board=board) as server, Client(base_url=server.base_url) as client:
+        ranks = [e.rank async for e in client.iter_leaderboard(page_size=10, concurrency=2)]
+    # Pages after the first overlap their predecessor by 3 ranks; the board grew to 6 pages.
+    assert ranks == list(range(1, 58))
+    assert sorted(seen.page for seen in server.seen) == [1, 2, 3, 4, 5, 6]
+
+
+async def test_leaderboard_that_shrinks_during_the_walk_ends_without_error() -> None:
+    async with (
+        WalkServer(board=ShiftingBoard(before=50, after=22, overlap=0)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        pages = [p async for p in client.iter_leaderboard_pages(page_size=10)]
+    assert [e.rank for page in pages for e in page.leaderboard] == list(range(1, 23))
+    assert [page.page for page in pages] == [1, 2, 3, 4, 5]  # the empty tail pages too
+
+
+# --- clean endings ---------------------------------------------------------------------------
+
+Walk = Callable[[Client], AsyncIterator[Any]]
+WALKS: dict[str, Walk] = {
+    "orders": lambda client: client.iter_orders(ADDRESS, page_size=10),
+    "order_pages": lambda client: client.iter_order_pages(ADDRESS, page_size=10),
+    "leaderboard": lambda client: client.iter_leaderboard(page_size=10, concurrency=4),
+    "leaderboard_pages": lambda client: client.iter_leaderboard_pages(page_size=10),
+}
+
+
+async def _end_by(ending: str, stream: AsyncIterator[Any]) -> None:
+    if ending == "break":
+        async for _ in stream:
+            break
+    elif ending == "aclose":
+        await anext(stream)
+        await agen(stream).aclose()
+    elif ending == "aclosing":
+        async with contextlib.aclosing(agen(stream)) as closing:
+            async for _ in closing:
+                break
+    elif ending == "consumer_error":
+
+        async def consume() -> None:
+            async for _ in stream:
+                raise RuntimeError("the consumer failed")
+
+        with pytest.raises(RuntimeError, match="consumer"):
+            await consume()
+    elif ending == "cancel":
+        reached = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in stream:
+                reached.set()  # then ask for more: the next page is still on its way
+
+        task = asyncio.create_task(consume())
+        await asyncio.wait_for(reached.wait(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:  # pragma: no cover
+        raise AssertionError(ending)
+
+
+@pytest.mark.parametrize("ending", ["break", "aclose", "aclosing", "consumer_error", "cancel"])
+@pytest.mark.parametrize("walk", list(WALKS))
+async def test_ending_a_walk_early_leaves_no_task_and_no_connection(walk: str, ending: str) -> None:
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector())
+    async with (
+        session,
+        WalkServer(orders=100, board=StaticBoard(100), latency=0.2) as server,
+        Client(base_url=server.base_url, session=session) as client,
+    ):
+        await _end_by(ending, WALKS[walk](client))
+        await assert_clean(session.connector)
+        assert server.seen  # the walk had started: something was fetched or in flight
+
+
+# --- errors surface where the consumer reaches them --------------------------------------------
+
+
+async def test_cursor_walk_error_on_page_3_of_5_surfaces_after_pages_1_and_2() -> None:
+    async with (
+        WalkServer(orders=50, page_faults={3: [404]}) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got: list[Order] = []
+        with pytest.raises(NotFoundError) as caught:
+            await collect(client.iter_orders(ADDRESS, page_size=10), got)
+    assert ids(got) == [row["transactionId"] for row in server.orders[:20]]
+    assert caught.value.status == 404
+    assert len(server.seen) == 3
+
+
+async def test_leaderboard_error_on_page_3_of_5_surfaces_after_pages_1_and_2() -> None:
+    # Page 3 fails at once while page 2 is still slow: the error waits for its turn.
+    def latency(seen: Seen) -> float:
+        return 0.15 if seen.page == 2 else 0.0
+
+    async with (
+        WalkServer(board=StaticBoard(50), latency=latency, page_faults={3: [404]}) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got: list[LeaderboardPage] = []
+        with pytest.raises(NotFoundError):
+            await collect(client.iter_leaderboard_pages(page_size=10, concurrency=4), got)
+    assert [page.page for page in got] == [1, 2]
+    page3 = next(seen for seen in server.seen if seen.page == 3)
+    page2 = next(seen for seen in server.seen if seen.page == 2)
+    assert page3.end is not None
+    assert page2.end is not None
+    assert page3.end < page2.end
+
+
+# --- arguments ---------------------------------------------------------------------------------
+
+BAD_STREAMS: dict[str, Walk] = {
+    "empty address": lambda c: c.iter_orders(""),
+    "empty address (pages)": lambda c: c.iter_order_pages(""),
+    "unknown status": lambda c: c.iter_orders(ADDRESS, status="LOST"),
+    "unknown side": lambda c: c.iter_order_pages(ADDRESS, side="long"),
+    "zero page_size": lambda c: c.iter_orders(ADDRESS, page_size=0),
+    "negative page_size": lambda c: c.iter_order_pages(ADDRESS, page_size=-1),
+    "bool page_size": lambda c: c.iter_orders(ADDRESS, page_size=True),
+    "zero max_items": lambda c: c.iter_orders(ADDRESS, max_items=0),
+    "zero leaderboard page_size": lambda c: c.iter_leaderboard(page_size=0),
+    "negative leaderboard max_items": lambda c: c.iter_leaderboard(max_items=-5),
+    "zero concurrency": lambda c: c.iter_leaderboard(concurrency=0),
+    "zero concurrency (pages)": lambda c: c.iter_leaderboard_pages(concurrency=0),
+    "float concurrency": lambda c: c.iter_leaderboard_pages(concurrency=2.5),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_STREAMS))
+async def test_stream_arguments_are_checked_before_any_request(bad: str) -> None:
+    async with (
+        WalkServer(orders=10, board=StaticBoard(10)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        with pytest.raises(ValueError):
+            BAD_STREAMS[bad](client)  # raised by the call itself, before any iteration
+    assert server.seen == []
+
+
+async def test_entries_and_orders_are_models() -> None:
+    async with (
+        WalkServer(orders=3, board=StaticBoard(3)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        order = await anext(agen(client.iter_orders(ADDRESS)))
+        entry = await anext(agen(client.iter_leaderboard()))
+        await assert_clean()
+    assert isinstance(order, Order)
+    assert isinstance(entry, LeaderboardEntry)
+    assert entry.rank == 1
+
+
+async def test_ties_within_a_page_are_kept_and_ranks_from_earlier_pages_dropped() -> None:
+    """A board with a tie (2, 2) on page 1, and page 2 overlapping page 1 by one rank."""
+    boards = {
+        1: [(1, "a"), (2, "b"), (2, "c"), (4, "d")],
+        2: [(4, "d"), (5, "e"), (6, "f"), (6, "g")],
+    }
+
+    async def fetch(page: int) -> LeaderboardPage:
+        rows = tuple(LeaderboardEntry(rank, address, 1.0) for rank, address in boards[page])
+        return LeaderboardPage(rows, page=page, limit=4, total=8, total_pages=2)
+
+    walk = walk_leaderboard_pages(fetch, concurrency=2)
+    seen = [(e.rank, e.address) async for page in walk for e in page.leaderboard]
+    assert seen == [(1, "a"), (2, "b"), (2, "c"), (4, "d"), (5, "e"), (6, "f"), (6, "g")]
