@@ -11,6 +11,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterator
 
+import aiohttp
 import pytest
 
 from asyncapi_client import Client, RateLimitError, RequestTimeoutError
@@ -54,6 +55,23 @@ def max_in_window(times: list[float], window: float = 1.0) -> int:
     return max(
         (bisect.bisect_left(ordered, t + window) - i for i, t in enumerate(ordered)), default=0
     )
+
+
+def start_recorder() -> tuple[aiohttp.TraceConfig, list[float]]:
+    """A trace config that records when the client really starts each request."""
+    starts: list[float] = []
+    trace = aiohttp.TraceConfig()
+
+    async def on_request_start(*_: object) -> None:
+        starts.append(asyncio.get_running_loop().time())
+
+    trace.on_request_start.append(on_request_start)
+    return trace, starts
+
+
+#: Arrivals at the server can bunch by a request or two when its loop is late (it runs in a
+#: thread, slower still under coverage); the limiter's own guarantee is measured at the client.
+DELIVERY_JITTER = 3
 
 
 # --- Retry-After -------------------------------------------------------------------------------
@@ -154,16 +172,19 @@ async def test_a_hold_longer_than_the_cap_fails_every_request_at_once() -> None:
 
 async def test_rate_limit_holds_under_a_fan_out_of_hundreds() -> None:
     rate, calls = 80, 240
+    trace, starts = start_recorder()
     async with (
         WalkServer() as server,
-        Client(base_url=server.base_url, rate_limit=rate) as client,
+        Client(base_url=server.base_url, rate_limit=rate, trace_configs=[trace]) as client,
     ):
         started = time.perf_counter()
         pools = await asyncio.gather(*(client.pool(f"p{i}") for i in range(calls)))
         elapsed = time.perf_counter() - started
     assert [pool.pool_id for pool in pools] == [f"p{i}" for i in range(calls)]
+    assert len(starts) == calls
+    assert max_in_window(starts) <= rate + 1, max_in_window(starts)
     busiest = max_in_window([seen.start for seen in server.seen])
-    assert busiest <= rate + 1, busiest
+    assert busiest <= rate + DELIVERY_JITTER, busiest
     assert elapsed >= (calls - 1) / rate - 0.05, elapsed
 
 
@@ -171,15 +192,18 @@ async def test_rate_limit_counts_every_attempt_including_retries() -> None:
     # 500 or 503 on 30 % of requests; retries go through the same limiter. (Not resets:
     # aiohttp resends a request reset before its answer once by itself, inside one attempt.)
     schedule = FaultSchedule(seed=3, rate=0.3, faults=(500, 503))
+    trace, starts = start_recorder()
     async with (
         WalkServer(schedule=schedule) as server,
-        Client(base_url=server.base_url, rate_limit=50) as client,
+        Client(base_url=server.base_url, rate_limit=50, trace_configs=[trace]) as client,
     ):
         client.set_testing(True)
         await asyncio.gather(*(client.pool(f"p{i}") for i in range(60)))
     assert schedule.injected  # some requests were retried
     assert len(server.seen) > 60
-    assert max_in_window([seen.start for seen in server.seen]) <= 51
+    assert len(starts) == len(server.seen)  # every attempt went through the limiter
+    assert max_in_window(starts) <= 51
+    assert max_in_window([seen.start for seen in server.seen]) <= 50 + DELIVERY_JITTER
 
 
 async def test_max_connections_bounds_requests_in_flight() -> None:
