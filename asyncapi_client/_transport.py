@@ -80,6 +80,8 @@ def user_agent() -> str:
 
 def encode_segment(value: str) -> str:
     """Percent-encode ``value`` as exactly one path segment (``/ ? # %`` and dot segments too)."""
+    if value.isascii() and value.isalnum():
+        return value  # addresses and most ids: nothing to encode
     encoded = quote(value, safe="")
     if encoded in (".", ".."):
         encoded = encoded.replace(".", "%2E")
@@ -214,6 +216,10 @@ class Transport:
         self._headers: dict[str, str] = {"User-Agent": user_agent(), "Accept": "application/json"}
         self._headers.update(headers or {})
         self._trace_configs = list(trace_configs or ())
+        # Per request: our headers only when the session is not ours (ours has them built
+        # in); the trace context only when a trace config can see it.
+        self._request_headers = None if session is None else self._headers
+        self._tracing = bool(self._trace_configs) or session is not None
         self._session = session
         self._owns_session = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -282,26 +288,11 @@ class Transport:
         if not self._coalesce:
             return await self._run(operation, network, url, decode, deadline)
         key = (url, network, decode, deadline)
-        while True:
-            leader = self._inflight.get(key)
-            if leader is None:
-                return await self._lead(key, operation, network, url, decode, deadline)
-            result = await asyncio.shield(leader)
-            if result is not _RESTART:
-                return result  # type: ignore[no-any-return]
-
-    async def _lead(
-        self,
-        key: tuple[Any, ...],
-        operation: str,
-        network: Network,
-        url: str,
-        decode: Callable[[bytes], T],
-        deadline: float | None,
-    ) -> T:
-        """Run the request others may join; hand them its result, error, or a restart."""
-        shared: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = shared
+        shared = self._inflight.get(key)
+        if shared is not None:
+            return await self._follow(key, shared, operation, network, url, decode, deadline)
+        # The leader runs the request itself (no task) and hands the outcome to followers.
+        shared = self._inflight[key] = asyncio.get_running_loop().create_future()
         try:
             result = await self._run(operation, network, url, decode, deadline)
         except asyncio.CancelledError:
@@ -317,6 +308,29 @@ class Transport:
         shared.set_result(result)
         return result
 
+    async def _follow(
+        self,
+        key: tuple[Any, ...],
+        shared: asyncio.Future[Any],
+        operation: str,
+        network: Network,
+        url: str,
+        decode: Callable[[bytes], T],
+        deadline: float | None,
+    ) -> T:
+        """Wait for the leader's outcome; take over if the leader was cancelled.
+
+        ``shield``: cancelling one follower must not cancel the shared outcome.
+        """
+        while True:
+            result = await asyncio.shield(shared)
+            if result is not _RESTART:
+                return result  # type: ignore[no-any-return]
+            successor = self._inflight.get(key)  # another follower may have taken over
+            if successor is None:
+                return await self.get(operation, network, url, decode, deadline)
+            shared = successor
+
     async def _run(
         self,
         operation: str,
@@ -326,6 +340,12 @@ class Transport:
         deadline: float | None,
     ) -> T:
         if deadline is None:
+            if self._limiter is None and not self._not_before:
+                # Nothing to wait for: the first attempt goes straight out.
+                try:
+                    return await self._attempt(operation, network, url, decode, 0)
+                except ApiError as exc:
+                    return await self._attempts(operation, network, url, decode, None, exc)
             return await self._attempts(operation, network, url, decode, None)
         loop = asyncio.get_running_loop()
         expires = loop.time() + deadline
@@ -349,10 +369,14 @@ class Transport:
         url: str,
         decode: Callable[[bytes], T],
         expires: float | None,
+        failed: ApiError | None = None,
     ) -> T:
-        retry = self.retry
+        """Attempts until one succeeds or the error is final; ``failed``: attempt 0's error."""
         attempt = 0
         while True:
+            if failed is not None:
+                await self._before_retry(failed, attempt, network, url, expires)
+                attempt += 1
             if self._limiter is not None:
                 await self._limiter.acquire()
             if self._not_before:
@@ -360,30 +384,35 @@ class Transport:
             try:
                 return await self._attempt(operation, network, url, decode, attempt)
             except ApiError as exc:
-                if not _is_retryable(exc):
-                    raise
-                delay = self._delay(exc, attempt, network)
-                if attempt >= retry.max_retries:
-                    raise
-                if expires is not None and asyncio.get_running_loop().time() + delay >= expires:
-                    raise RequestTimeoutError(
-                        f"the deadline would pass during the {delay:.3g}s wait "
-                        "before the next attempt",
-                        url=url,
-                        network=network.value,
-                    ) from exc
-                log.info(
-                    "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
-                    url,
-                    network.value,
-                    _reason(exc),
-                    attempt + 1,
-                    retry.max_retries + 1,
-                    delay,
-                )
-                attempt += 1
-                if delay > 0:
-                    await asyncio.sleep(delay)
+                failed = exc
+
+    async def _before_retry(
+        self, failed: ApiError, attempt: int, network: Network, url: str, expires: float | None
+    ) -> None:
+        """Raise ``failed`` if it is final; else wait as long as the next attempt must."""
+        retry = self.retry
+        if not _is_retryable(failed):
+            raise failed
+        delay = self._delay(failed, attempt, network)
+        if attempt >= retry.max_retries:
+            raise failed
+        if expires is not None and asyncio.get_running_loop().time() + delay >= expires:
+            raise RequestTimeoutError(
+                f"the deadline would pass during the {delay:.3g}s wait before the next attempt",
+                url=url,
+                network=network.value,
+            ) from failed
+        log.info(
+            "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
+            url,
+            network.value,
+            _reason(failed),
+            attempt + 1,
+            retry.max_retries + 1,
+            delay,
+        )
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def _delay(self, exc: ApiError, attempt: int, network: Network) -> float:
         """How long to wait before the next attempt; raises ``exc`` when waiting is pointless.
@@ -461,13 +490,13 @@ class Transport:
         try:
             async with session.get(
                 URL(url, encoded=True),
-                headers=None if self._owns_session else self._headers,
+                headers=self._request_headers,
                 timeout=self._timeout,
-                trace_request_ctx={
-                    "operation": operation,
-                    "network": network.value,
-                    "attempt": attempt + 1,
-                },
+                trace_request_ctx=(
+                    {"operation": operation, "network": network.value, "attempt": attempt + 1}
+                    if self._tracing
+                    else None
+                ),
             ) as response:
                 status = response.status
                 if status >= 300 or status < 200:
@@ -475,7 +504,15 @@ class Transport:
                     raise status_error(
                         status, url=url, body=text, headers=response.headers, network=network.value
                     )
-                body = await self._read(response, url, network)
+                length = response.content_length
+                if (
+                    length is not None
+                    and length <= self._max_response_bytes
+                    and "Content-Encoding" not in response.headers
+                ):
+                    body = await response.read()  # bounded by its Content-Length
+                else:
+                    body = await self._read(response, url, network)
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
         try:
