@@ -297,15 +297,18 @@ class Transport:
             result = await self._run(operation, network, url, decode, deadline)
         except asyncio.CancelledError:
             del self._inflight[key]
-            shared.set_result(_RESTART)  # followers go on without the cancelled leader
+            if not shared.done():
+                shared.set_result(_RESTART)  # followers go on without the cancelled leader
             raise
         except BaseException as exc:
             del self._inflight[key]
-            shared.set_exception(exc)
-            shared.exception()  # retrieved: no "never retrieved" warning without followers
+            if not shared.done():
+                shared.set_exception(exc)
+                shared.exception()  # retrieved: no "never retrieved" warning without followers
             raise
         del self._inflight[key]
-        shared.set_result(result)
+        if not shared.done():
+            shared.set_result(result)
         return result
 
     async def _follow(
