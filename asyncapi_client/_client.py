@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Final, Self
@@ -43,7 +44,10 @@ _NetworkArg = Network | str | None
 def _identifier(value: object, argument: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{argument} must be a non-empty string, got {value!r}")
-    return encode_segment(value)
+    try:
+        return encode_segment(value)
+    except UnicodeEncodeError:
+        raise ValueError(f"{argument} {value!r} is not valid text (it has no UTF-8 form)") from None
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -63,6 +67,9 @@ def _check_instance(value: object, cls: type, argument: str) -> None:
         raise ValueError(f"{argument} must be a {cls.__name__} or None, got {value!r}")
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+").fullmatch
+
+
 def _check_headers(headers: object) -> None:
     if headers is None:
         return
@@ -70,6 +77,21 @@ def _check_headers(headers: object) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
     ):
         raise ValueError("headers must map header names (str) to values (str)")
+    for name, value in headers.items():
+        if not _HEADER_NAME(name):
+            raise ValueError(f"header name {name!r} is not a valid HTTP token")
+        if any(char in value for char in "\r\n\x00"):
+            raise ValueError(f"the value of header {name!r} contains CR, LF or NUL")
+
+
+def _check_trace_configs(trace_configs: object) -> None:
+    if trace_configs is None:
+        return
+    if isinstance(trace_configs, str | bytes) or not all(
+        isinstance(item, aiohttp.TraceConfig)
+        for item in trace_configs  # type: ignore[attr-defined]
+    ):
+        raise ValueError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 
 def _optional_positive_int(value: object, argument: str) -> int | None:
@@ -90,9 +112,16 @@ def _positive_number(value: object, argument: str, *, optional: bool) -> float |
 
 def _query(params: Mapping[str, object]) -> str:
     """``k=v&...`` with every value percent-encoded; None values are not sent."""
-    return "&".join(
-        f"{key}={quote(str(value), safe='')}" for key, value in params.items() if value is not None
-    )
+    try:
+        return "&".join(
+            f"{key}={quote(str(value), safe='')}"
+            for key, value in params.items()
+            if value is not None
+        )
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"a query value is not valid text (it has no UTF-8 form): {params}"
+        ) from None
 
 
 class Client:
@@ -127,6 +156,7 @@ class Client:
         _non_negative_int(max_retries, "max_retries")
         _check_headers(headers)
         _check_instance(session, aiohttp.ClientSession, "session")
+        _check_trace_configs(trace_configs)
         self._transport = Transport(
             hosts=hosts,
             timeout=timeout,

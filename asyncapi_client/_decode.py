@@ -92,6 +92,7 @@ _WIRE_NAMES: dict[type, dict[str, str]] = {
 # --- leaf hooks: strict about JSON types --------------------------------------------------
 
 _DIGITS_AND_DOT = "0123456789."
+_EXACT_FLOAT_INT = 2**53
 
 
 def _type_error(value: object, expected: str) -> TypeError:
@@ -113,7 +114,9 @@ def _int(value: Any, _: Any) -> int:
     cls = value.__class__
     if cls is int:
         return value  # type: ignore[no-any-return]
-    if cls is float and value.is_integer():
+    # An integral float is fine while it is exact; JSON integers past 64 bits reach us as
+    # floats that have already lost digits, and are refused rather than returned wrong.
+    if cls is float and value.is_integer() and abs(value) <= _EXACT_FLOAT_INT:
         return int(value)
     raise _type_error(value, "an integer")
 

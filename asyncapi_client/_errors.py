@@ -24,6 +24,8 @@ import time
 from collections.abc import Mapping
 from datetime import UTC
 
+from multidict import CIMultiDict, CIMultiDictProxy
+
 __all__ = [
     "ApiError",
     "BadRequestError",
@@ -95,7 +97,8 @@ class StatusError(ApiError):
         super().__init__(message, url=url, network=network)
         self.status = status
         self.body = body
-        self.headers: Mapping[str, str] = dict(headers or {})
+        # Case-insensitive like HTTP itself, repeated headers kept, read-only.
+        self.headers: Mapping[str, str] = CIMultiDictProxy(CIMultiDict(headers or {}))
 
 
 class BadRequestError(StatusError):

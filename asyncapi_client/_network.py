@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import attrs
+from yarl import URL
 
 __all__ = ["ENV_VARS", "Hosts", "Network", "parse_network"]
 
@@ -59,6 +60,17 @@ def _normalise_base_url(value: str, argument: str) -> str:
         )
     if parts.query or parts.fragment:
         raise ValueError(f"{argument} {value!r} must not carry a query or a fragment")
+    if any(char.isspace() or char < " " or char in "\\\x7f" for char in text):
+        raise ValueError(f"{argument} {value!r} contains blanks, backslashes or control characters")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            f"{argument} must not carry credentials (they would show in every error and log "
+            "line): pass them as headers= to Client, e.g. an Authorization header"
+        )
+    try:
+        URL(text)
+    except ValueError as exc:
+        raise ValueError(f"{argument} {value!r} is not a valid URL: {exc}") from None
     return text.rstrip("/")
 
 

@@ -104,7 +104,8 @@ async def walk_leaderboard_pages(
 
     A live board shifts while it is walked, and a rank is the only identity an entry has
     here: a rank an earlier page had is not yielded again (its first occurrence is kept, so
-    pages that overlap after a shift do not repeat ranks; ties within a page are kept), and
+    pages that overlap after a shift do not repeat ranks; ties within a page are kept, but a
+    tie that straddles a page boundary looks like an overlap and keeps only its first), and
     pages the board gains during the walk are followed when a later page reports them. An
     account that moves between two reads may still show up under two ranks or under none.
     For an exact snapshot, walk a board that is not changing.

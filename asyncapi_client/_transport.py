@@ -174,8 +174,17 @@ def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
         return TransportError(f"TLS failed: {exc}", url=url, network=net)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return TransportError(f"could not connect: {exc}", url=url, network=net)
+    if isinstance(exc, aiohttp.TooManyRedirects):
+        status = exc.history[-1].status if exc.history else exc.status  # the last redirect's
+        return StatusError(
+            f"HTTP {status}: too many redirects ({len(exc.history)} followed)",
+            status=status,
+            url=url,
+            network=net,
+        )
     if isinstance(exc, aiohttp.ClientResponseError):
-        return TransportError(f"malformed HTTP response: {exc.message}", url=url, network=net)
+        detail = exc.message or type(exc).__name__
+        return TransportError(f"malformed HTTP response: {detail}", url=url, network=net)
     detail = str(exc) or type(exc).__name__
     return TransportError(f"the request failed: {detail}", url=url, network=net)
 
@@ -210,6 +219,9 @@ class Transport:
             else aiohttp.ClientTimeout(total=timeout)
         )
         self._max_connections = max_connections
+        # Our own session: at most max_connections attempts at once, queued here rather than
+        # in aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
+        self._slots = asyncio.Semaphore(max_connections) if session is None else None
         self._max_response_bytes = max_response_bytes
         self._coalesce = coalesce
         self._limiter = _RateLimiter(rate_limit) if rate_limit is not None else None
@@ -283,8 +295,9 @@ class Transport:
         deadline: float | None,
     ) -> T:
         """GET ``url`` and decode it: coalesced, under the deadline, with retries."""
-        if self._state is not _State.OPENED:
-            self._open()
+        loop = asyncio.get_running_loop()
+        if self._state is not _State.OPENED or loop is not self._loop:
+            self._open()  # opens lazily, or says why not (closed, another loop)
         if not self._coalesce:
             return await self._run(operation, network, url, decode, deadline)
         key = (url, network, decode, deadline)
@@ -292,7 +305,7 @@ class Transport:
         if shared is not None:
             return await self._follow(key, shared, operation, network, url, decode, deadline)
         # The leader runs the request itself (no task) and hands the outcome to followers.
-        shared = self._inflight[key] = asyncio.get_running_loop().create_future()
+        shared = self._inflight[key] = loop.create_future()
         try:
             result = await self._run(operation, network, url, decode, deadline)
         except asyncio.CancelledError:
@@ -380,10 +393,12 @@ class Transport:
             if failed is not None:
                 await self._before_retry(failed, attempt, network, url, expires)
                 attempt += 1
-            if self._limiter is not None:
-                await self._limiter.acquire()
+            # The host's hold after a 429 first, then a rate-limit slot: slots taken during
+            # a hold would all fire at once when it ends.
             if self._not_before:
                 await self._wait_shared_backoff(network, url, expires)
+            if self._limiter is not None:
+                await self._limiter.acquire()
             try:
                 return await self._attempt(operation, network, url, decode, attempt)
             except ApiError as exc:
@@ -490,6 +505,9 @@ class Transport:
         session = self._session if self._session is not None else self._open()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, operation, attempt + 1)
+        slots = self._slots
+        if slots is not None:
+            await slots.acquire()
         try:
             async with session.get(
                 URL(url, encoded=True),
@@ -518,6 +536,9 @@ class Transport:
                     body = await self._read(response, url, network)
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
+        finally:
+            if slots is not None:
+                slots.release()
         try:
             return decode(body)
         except DecodeError as exc:
