@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from asyncapi_client import Client, DecodeError, NotFoundError, OrdersPage, Pool
+from tests._loopback import serve
 
 TOKEN = {
     "address": "0xt",
@@ -64,16 +65,11 @@ async def gated() -> AsyncIterator[tuple[GatedServer, str]]:
     app = web.Application()
     app.router.add_get("/api/clob/pools/{pool_id}", server.handle)
     app.router.add_get("/api/clob/users/{address}/orders", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        server.gate.set()
-        await runner.cleanup()
+    async with serve(app) as base:
+        try:
+            yield server, base
+        finally:
+            server.gate.set()
 
 
 def _fan_out(calls: int, make: Callable[[], Awaitable[Any]]) -> list[asyncio.Future[Any]]:

@@ -16,6 +16,7 @@ from multidict import CIMultiDict
 from asyncapi_client import Client, DecodeError, StatusError, TransportError
 from asyncapi_client._decode import TOKENS
 from asyncapi_client._errors import status_error
+from tests._loopback import serve
 from tests.test_resilience import max_in_window, start_recorder
 
 TOKEN = {"address": "0xt", "name": "T", "symbol": "T", "decimals": 18, "totalSupply": "1"}
@@ -56,15 +57,8 @@ async def scripted() -> AsyncIterator[tuple[Scripted, str]]:
     server = Scripted()
     app = web.Application()
     app.router.add_get("/api/clob/pools/{pool_id}", server.pool)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield server, f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with serve(app) as base:
+        yield server, base
 
 
 async def test_rate_limit_holds_when_a_429_hold_ends(scripted: tuple[Scripted, str]) -> None:
