@@ -525,15 +525,14 @@ class Transport:
                     raise status_error(
                         status, url=url, body=text, headers=response.headers, network=network.value
                     )
-                length = response.content_length
-                if (
-                    length is not None
-                    and length <= self._max_response_bytes
-                    and "Content-Encoding" not in response.headers
-                ):
-                    body = await response.read()  # bounded by its Content-Length
+                # A Content-Length bounds the body, unless it is compressed (it grows).
+                length = (
+                    response.content_length if "Content-Encoding" not in response.headers else None
+                )
+                if length is not None and length <= self._max_response_bytes:
+                    body = await response.read()
                 else:
-                    body = await self._read(response, url, network)
+                    body = await self._read_capped(response, length, url, network)
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
         finally:
@@ -545,14 +544,14 @@ class Transport:
             exc.url, exc.network = url, network.value
             raise
 
-    async def _read(self, response: aiohttp.ClientResponse, url: str, network: Network) -> bytes:
-        """The whole body, refused as soon as it passes ``max_response_bytes``."""
+    async def _read_capped(
+        self, response: aiohttp.ClientResponse, length: int | None, url: str, network: Network
+    ) -> bytes:
+        """A body not known to fit: refused at once when ``length`` (its Content-Length)
+        is over ``max_response_bytes``, else read until it ends or passes the cap."""
         cap = self._max_response_bytes
-        length = response.content_length
-        if length is not None and "Content-Encoding" not in response.headers:
-            if length > cap:
-                raise _too_large(cap, url, network, f"it announces {length} bytes")
-            return await response.read()
+        if length is not None:
+            raise _too_large(cap, url, network, f"it announces {length} bytes")
         body = bytearray()
         async for chunk in response.content.iter_any():
             body += chunk
