@@ -229,6 +229,10 @@ def _sequence_factory(detailed: bool) -> Callable[[Any, cattrs.Converter], Any]:
     return factory
 
 
+#: Per field, a hook that replaces the generic one for its type (both converters use it).
+_FIELD_HOOKS: dict[tuple[type, str], Callable[[Any, Any], Any]] = {(OrdersPage, "cursor"): _cursor}
+
+
 def _make_converter(*, detailed: bool) -> cattrs.Converter:
     """Configure one converter: leaf hooks, open enums, sequences, camelCase classes."""
     conv = cattrs.Converter(detailed_validation=detailed, forbid_extra_keys=False)
@@ -246,10 +250,9 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
     for cls in _MODELS:
         if detailed:
             renames: dict[str, Any] = {
-                name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
+                name: override(rename=wire, struct_hook=_FIELD_HOOKS.get((cls, name)))
+                for name, wire in _WIRE_NAMES[cls].items()
             }
-            if cls is OrdersPage:
-                renames["cursor"] = override(rename="cursor", struct_hook=_cursor)
             structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
                 cls, conv, _cattrs_detailed_validation=True, **renames
             )
@@ -266,14 +269,19 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
 # look enums up in a dict, call Decimal directly, and call nested models' functions directly.
 # They only have to fail on bad input, not explain it: the detailed converter does that.
 
-#: Per field, a hook that replaces the generic one for its type.
-_FIELD_HOOKS: dict[tuple[type, str], Callable[[Any, Any], Any]] = {(OrdersPage, "cursor"): _cursor}
-
 
 def _generate_fast_structure(cls: type, conv: cattrs.Converter) -> Callable[[Any, Any], Any]:
     """Compile ``structure(o, _=None) -> cls`` for a dict from the wire, built once at import."""
     hints = typing.get_type_hints(cls)
-    namespace: dict[str, Any] = {"__cl": cls}
+    namespace: dict[str, Any] = {
+        "__cl": cls,
+        "_D": Decimal,
+        "_DD": _DIGITS_AND_DOT,
+        "_decimal": _decimal,
+        "_int": _int,
+        "_float": _float,
+        "_Mismatch": _Mismatch,
+    }
     lines = ["def structure(o, _=None):"]
     names = []
     for index, field in enumerate(attrs.fields(cls)):
@@ -307,8 +315,6 @@ def _check(
     type_: Any, var: str, name: str, ns: dict[str, Any], conv: cattrs.Converter
 ) -> list[str]:
     """Source lines that check ``var`` against ``type_`` and convert it in place."""
-    ns["_D"], ns["_DD"], ns["_decimal"] = Decimal, _DIGITS_AND_DOT, _decimal
-    ns["_int"], ns["_float"], ns["_Mismatch"] = _int, _float, _Mismatch
     if type_ is str:
         return [f"    if {var}.__class__ is not str: raise _Mismatch"]
     if type_ == str | None:
