@@ -35,6 +35,14 @@ class GatedServer:
         self.status = 200
         self.body: bytes | None = None
 
+    async def answer(
+        self, calls: list[asyncio.Future[Any]], *, return_exceptions: bool = False
+    ) -> list[Any]:
+        """Once the first call has reached us (all of them are in flight), answer them all."""
+        await self.arrived.wait()
+        self.gate.set()
+        return await asyncio.gather(*calls, return_exceptions=return_exceptions)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.paths.append(request.path_qs)
         self.arrived.set()
@@ -82,9 +90,7 @@ async def test_a_hundred_identical_calls_make_one_request_and_share_one_result(
     server, base = gated
     async with Client(base_url=base) as client:
         tasks = _fan_out(100, lambda: client.pool("0xpool"))
-        await server.arrived.wait()
-        server.gate.set()
-        pools: list[Pool] = await asyncio.gather(*tasks)
+        pools: list[Pool] = await server.answer(tasks)
     assert server.paths == ["/api/clob/pools/0xpool"]
     assert all(pool is pools[0] for pool in pools)  # one decoded, frozen result
     assert str(pools[0].base_token.total_supply) == "1000.000000000000000001"
@@ -113,9 +119,7 @@ async def test_only_identical_requests_are_shared(gated: tuple[GatedServer, str]
             asyncio.ensure_future(client.orders("u", status="FILLED")),
             asyncio.ensure_future(client.pool("a", deadline=30)),  # its own deadline
         ]
-        await server.arrived.wait()
-        server.gate.set()
-        results = await asyncio.gather(*tasks)
+        results = await server.answer(tasks)
     assert sorted(server.paths) == sorted(
         [
             "/api/clob/pools/a",
@@ -136,9 +140,7 @@ async def test_an_error_reaches_every_waiter(gated: tuple[GatedServer, str]) -> 
     server, base = gated
     async with Client(base_url=base) as client:
         tasks = _fan_out(20, lambda: client.pool("missing"))
-        await server.arrived.wait()
-        server.gate.set()
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        outcomes = await server.answer(tasks, return_exceptions=True)
     assert len(server.paths) == 1
     assert all(isinstance(outcome, NotFoundError) for outcome in outcomes)
     assert {outcome.status for outcome in outcomes if isinstance(outcome, NotFoundError)} == {404}
@@ -151,9 +153,7 @@ async def test_a_decode_error_reaches_every_waiter_with_its_path(
     server.body = b'{"orders": [{"transactionId": 1}], "cursor": null}'
     async with Client(base_url=base) as client:
         tasks = _fan_out(10, lambda: client.orders("u"))
-        await server.arrived.wait()
-        server.gate.set()
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        outcomes = await server.answer(tasks, return_exceptions=True)
     assert len(server.paths) == 1
     assert {o.path for o in outcomes if isinstance(o, DecodeError)} == {"orders[0].transactionId"}
     assert len([o for o in outcomes if isinstance(o, DecodeError)]) == 10
