@@ -11,20 +11,6 @@ import pytest
 from asyncapi_client import Client, OrderStatus, Side
 from tests._contract_server import ContractServer
 
-
-@pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    async with ContractServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: ContractServer) -> AsyncIterator[Client]:
-    async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as c:
-        c.set_testing(True, max_retries=0)
-        yield c
-
-
 NOT_POSITIVE_INTS: list[object] = [0, -1, -10, True, False, 1.5, 2.0, "3", "1"]
 NOT_IDS: list[object] = ["", None, 5, b"id", ["a"]]
 

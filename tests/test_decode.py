@@ -272,12 +272,6 @@ def test_long_bad_values_are_shortened_in_the_message() -> None:
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    async with ContractServer() as srv:
-        yield srv
-
-
-@pytest.fixture
 async def client(server: ContractServer) -> AsyncIterator[Client]:
     async with Client(
         base_url=server.base_url, testnet_base_url=server.testnet_base_url, max_retries=3

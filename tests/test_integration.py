@@ -10,7 +10,7 @@ import email.utils
 import gc
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -36,12 +36,6 @@ from tests._contract_server import ContractServer, Reply, canned
 def _no_env_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASYNCAPI_BASE_URL", raising=False)
     monkeypatch.delenv("ASYNCAPI_TESTNET_BASE_URL", raising=False)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    async with ContractServer() as srv:
-        yield srv
 
 
 def make_client(server: ContractServer, **kwargs: Any) -> Client:

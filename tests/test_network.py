@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from asyncapi_client import Client, Network
@@ -17,12 +15,6 @@ TEST_ENV = "ASYNCAPI_TESTNET_BASE_URL"
 def _no_env_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(MAIN_ENV, raising=False)
     monkeypatch.delenv(TEST_ENV, raising=False)
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    async with ContractServer() as srv:
-        yield srv
 
 
 def test_network_is_a_str_enum_of_two() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -381,19 +381,6 @@ async def test_every_operation_is_one_get_and_decodes(mocked: aioresponses) -> N
 
 
 # --- raw bytes on the wire: the loopback server sees request.raw_path -----------------------
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    async with ContractServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: ContractServer) -> AsyncIterator[Client]:
-    async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as c:
-        c.set_testing(True, max_retries=0)
-        yield c
 
 
 HOSTILE = [
