@@ -92,6 +92,10 @@ _WIRE_NAMES: dict[type, dict[str, str]] = {
 # --- leaf hooks: strict about JSON types --------------------------------------------------
 
 _DIGITS_AND_DOT = "0123456789."
+#: Bounds on a decimal from the wire (a uint256 at 18 decimals has 78 digits). Unbounded, a
+#: 15-byte "1e-999999999" becomes a Decimal that format(d, "f") spells with 10**9 zeros.
+MAX_DECIMAL_DIGITS = 128
+MAX_DECIMAL_EXPONENT = 128
 _EXACT_FLOAT_INT = 2**53
 
 
@@ -152,7 +156,16 @@ def _decimal(value: Any, _: Any) -> Decimal:
             pass
         else:
             if number.is_finite():
-                return number
+                if (
+                    len(number.as_tuple().digits) <= MAX_DECIMAL_DIGITS
+                    and -MAX_DECIMAL_EXPONENT <= number.adjusted() <= MAX_DECIMAL_EXPONENT
+                ):
+                    return number
+                raise ValueError(
+                    f"expected a decimal number of at most {MAX_DECIMAL_DIGITS} significant"
+                    f" digits and an exponent within +-{MAX_DECIMAL_EXPONENT},"
+                    f" got {_preview(value)}"
+                )
     raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
 
 
@@ -277,6 +290,7 @@ def _generate_fast_structure(cls: type, conv: cattrs.Converter) -> Callable[[Any
         "__cl": cls,
         "_D": Decimal,
         "_DD": _DIGITS_AND_DOT,
+        "_MAXLEN": MAX_DECIMAL_DIGITS,
         "_decimal": _decimal,
         "_int": _int,
         "_float": _float,
@@ -333,10 +347,11 @@ def _check(
             f"    if {var}.__class__ is not int and {var}.__class__ is not float: raise _Mismatch"
         ]
     if type_ is Decimal:
-        # digits and a dot only: Decimal() either accepts it as a finite number or raises
+        # Digits and a dot only, at most 128 characters: Decimal() either raises or gives a
+        # finite number within the bounds (<= 128 digits, adjusted exponent in (-128, 128)).
         return [
-            f"    {var} = _D({var}) if {var}.__class__ is str and not {var}.strip(_DD)"
-            f" else _decimal({var}, None)"
+            f"    {var} = _D({var}) if {var}.__class__ is str and len({var}) <= _MAXLEN"
+            f" and not {var}.strip(_DD) else _decimal({var}, None)"
         ]
     if isinstance(type_, type) and issubclass(type_, _OpenEnum):
         ns[f"{name}_get"] = dict(type_._value2member_map_).get
