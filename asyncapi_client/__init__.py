@@ -34,6 +34,7 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._serialise import to_json, to_wire
 
 try:
     __version__ = version("asyncapi-client")
@@ -66,4 +67,6 @@ __all__ = [
     "TransportError",
     "UserProfile",
     "__version__",
+    "to_json",
+    "to_wire",
 ]

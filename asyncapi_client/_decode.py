@@ -36,6 +36,7 @@ from ._models import (
     LeaderboardPage,
     Market,
     MarketType,
+    NestingError,
     Order,
     OrdersPage,
     OrderStatus,
@@ -44,6 +45,7 @@ from ._models import (
     Token,
     UserProfile,
     _OpenEnum,
+    freeze_records,
 )
 
 __all__ = ["Decoder", "camel", "decoder", "to_wire"]
@@ -169,10 +171,11 @@ def _decimal(value: Any, _: Any) -> Decimal:
     raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
 
 
-def _mapping(value: Any, _: Any) -> Mapping[str, Any]:
-    if value.__class__ is dict:
-        return value
-    raise _type_error(value, "an object")
+def _records(value: Any, _: Any) -> Sequence[Mapping[str, Any]]:
+    """Balances or positions: an array of objects, frozen, at most MAX_NESTING deep."""
+    if value.__class__ is not list:
+        raise _type_error(value, "an array")
+    return freeze_records(value)
 
 
 def _optional(hook: Callable[[Any, Any], T]) -> Callable[[Any, Any], T | None]:
@@ -256,10 +259,10 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
     conv.register_structure_hook(int | float, _number)
     conv.register_structure_hook(str | None, _optional(_str))
     conv.register_structure_hook(float | None, _optional(_float))
-    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _mapping)
     for enum_cls in (Side, OrderStatus, MarketType):
         conv.register_structure_hook(enum_cls, _enum_hook(enum_cls))
     conv.register_structure_hook_factory(_is_sequence, _sequence_factory(detailed))
+    conv.register_structure_hook_func(lambda t: t == Sequence[Mapping[str, Any]], _records)
     for cls in _MODELS:
         if detailed:
             renames: dict[str, Any] = {
@@ -363,12 +366,8 @@ def _check(
     if _is_sequence(type_):
         (element,) = typing.get_args(type_)
         if element == Mapping[str, Any]:
-            return [
-                f"    if {var}.__class__ is not list: raise _Mismatch",
-                f"    for x in {var}:",
-                "        if x.__class__ is not dict: raise _Mismatch",
-                f"    {var} = tuple({var})",
-            ]
+            ns["_records"] = _records
+            return [f"    {var} = _records({var}, None)"]
         ns[name] = conv.get_structure_hook(element)
         return [
             f"    if {var}.__class__ is not list: raise _Mismatch",
@@ -426,11 +425,15 @@ def _error_path(exc: BaseException) -> tuple[str, BaseException]:
             if index_notes:
                 path += f"[{index_notes[-1].index}]"
             exc = sub
+        elif isinstance(exc, NestingError):
+            return path + exc.where, exc
         else:
             return path, exc
 
 
 def _describe(leaf: BaseException, path: str) -> str:
+    if isinstance(leaf, NestingError):
+        return f"bad value at {path}: {leaf.message}"
     if isinstance(leaf, KeyError):
         return f"required field {path or 'at the top level'} is missing"
     return f"bad value at {path or 'the top level'}: {leaf}"
@@ -502,7 +505,7 @@ ORDERS_PAGE: Decoder[OrdersPage] = decoder(OrdersPage)
 LEADERBOARD_PAGE: Decoder[LeaderboardPage] = decoder(LeaderboardPage)
 
 
-# --- models back to the wire (CLI output, round-trip tests) -------------------------------
+# --- models back to the wire (to_wire, to_json, the CLI) ----------------------------------
 
 
 def _decimal_text(value: Decimal) -> str:
@@ -513,11 +516,23 @@ def _decimal_text(value: Decimal) -> str:
     return str(value) if isinstance(exponent, int) and exponent > 0 else format(value, "f")
 
 
+def _thaw(value: Any) -> Any:
+    """A frozen record back to JSON types: FrozenDict -> dict, tuple -> list."""
+    if isinstance(value, Mapping):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [_thaw(item) for item in value]
+    return value
+
+
 def _make_unstructurer() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(Decimal, _decimal_text)
     for enum_cls in (Side, OrderStatus, MarketType):
         conv.register_unstructure_hook(enum_cls, lambda e: e._value_)
+    conv.register_unstructure_hook_func(
+        lambda t: t == Sequence[Mapping[str, Any]], lambda v: [_thaw(r) for r in v]
+    )
     for cls in _MODELS:
         renames: dict[str, Any] = {
             name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
@@ -530,5 +545,13 @@ _UNSTRUCTURE = _make_unstructurer()
 
 
 def to_wire(value: Any) -> Any:
-    """A model (or a sequence of models) as the wire has it: camelCase names, decimal text."""
-    return _UNSTRUCTURE.unstructure(value)
+    """A model, or a list of models, as the wire has it: camelCase names, decimals as exact
+    text, enums as their values, balances and positions as plain dicts and lists.
+
+    Typed for internal callers; the public, typed entry point is ``asyncapi_client.to_wire``.
+    """
+    if value.__class__ in _WIRE_NAMES:
+        return _UNSTRUCTURE.unstructure(value, value.__class__)
+    if isinstance(value, list | tuple):
+        return [to_wire(item) for item in value]
+    raise TypeError(f"to_wire() takes a model or a sequence of models, not {type(value).__name__}")

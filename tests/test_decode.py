@@ -19,6 +19,7 @@ from asyncapi_client._decode import (
     TOKENS,
     USER,
 )
+from asyncapi_client._models import MAX_NESTING
 from tests._contract_server import (
     ContractServer,
     Reply,
@@ -385,3 +386,46 @@ def test_uint256_at_18_decimals_prints_exactly() -> None:
     assert format(token.total_supply, "f") == UINT256_MAX_18_DECIMALS
     digits = token.total_supply.as_tuple()
     assert (digits.exponent, int("".join(map(str, digits.digits)))) == (-18, 2**256 - 1)
+
+
+# --- free-form records: bounded nesting ----------------------------------------------------
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """A balance record that nests ``levels`` objects deep (the record itself is level 1)."""
+    record: dict[str, Any] = {"amount": "1"}
+    for _ in range(levels - 1):
+        record = {"x": record}
+    return record
+
+
+def nested_json(levels: int) -> bytes:
+    """:func:`nested` as JSON text, written by hand: orjson.dumps stops at 255 levels."""
+    return b'{"x":' * (levels - 1) + b'{"amount":"1"}' + b"}" * (levels - 1)
+
+
+def test_a_record_nesting_to_the_bound_is_accepted_and_safe_to_use() -> None:
+    record = nested(MAX_NESTING)
+    body = mutated("user", ("balances",), [record])
+    profile = USER(body)
+    assert profile.balances[0] == record
+    assert hash(profile) == hash(USER(body))
+    assert "amount" in repr(profile)
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING + 1, 255, 1000])
+@pytest.mark.parametrize("field", ["balances", "positions"])
+def test_a_record_nesting_past_the_bound_is_refused_with_its_path(field: str, levels: int) -> None:
+    body = mutated("user", (field,), [{"ok": 1}, "@@deep@@"])
+    body = body.replace(b'"@@deep@@"', nested_json(levels))
+    error = decode_error("user", body)
+    assert error.path == f"{field}[1]" + ".x" * MAX_NESTING
+    assert "deeper than 32" in str(error)
+
+
+def test_arrays_count_toward_the_nesting_bound() -> None:
+    value: Any = 1
+    for _ in range(MAX_NESTING):
+        value = [value]
+    error = decode_error("user", mutated("user", ("positions",), [{"a": value}]))
+    assert error.path == "positions[0].a" + "[0]" * (MAX_NESTING - 1)
