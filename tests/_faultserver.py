@@ -2,7 +2,8 @@
 
 Each connection reads one request and plays the next behaviour of a script: a normal
 answer, a reset (RST) before or in the middle of the body, a body shorter than its
-Content-Length, no answer at all, a chunked body that never ends, a huge body. Every
+Content-Length, no answer at all, a chunked body that never ends, a huge body, a close
+without a byte, or any raw bytes (a malformed answer). It may speak TLS. Every
 answer says ``Connection: close``, so one connection is one request and the server's
 count of requests is exact.
 
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -35,10 +37,12 @@ __all__ = [
     "TraceRecorder",
     "assert_clean",
     "big_body",
+    "close",
     "cut_short",
     "endless_chunks",
     "hang",
     "pool_json",
+    "raw",
     "reserve_port",
     "reset",
     "reset_mid_body",
@@ -170,6 +174,26 @@ def reset() -> Behaviour:
     return play
 
 
+def close() -> Behaviour:
+    """Read the request, then close the connection in order (FIN) without a byte of answer."""
+
+    async def play(conn: Conn) -> None:
+        conn.writer.close()
+
+    return play
+
+
+def raw(data: bytes) -> Behaviour:
+    """Write ``data`` as it is (a malformed status line, huge headers...), then close."""
+
+    async def play(conn: Conn) -> None:
+        conn.writer.write(data)
+        await conn.writer.drain()
+        conn.sent += len(data)
+
+    return play
+
+
 def reset_mid_body(body: bytes = b'{"poolId": "p", "more": "' + b"x" * 200 + b'"}') -> Behaviour:
     """Send the headers and half the body, then reset the connection."""
 
@@ -278,10 +302,10 @@ def pool_json(pool_id: str = "p1") -> dict[str, Any]:
     }
 
 
-def reserve_port() -> socket.socket:
+def reserve_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A socket bound to a loopback port that does not listen yet: connecting is refused."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, port))
     return sock
 
 
@@ -291,7 +315,8 @@ class FaultServer:
     ``async with FaultServer([...]) as server:`` starts it; ``server.base_url`` is its
     address and ``server.conns`` every request it read, in order. With ``sock`` (see
     :func:`reserve_port`) and ``listen=False`` connections are refused until
-    :meth:`listen` is awaited.
+    :meth:`listen` is awaited. With ``tls`` (a server-side context) it speaks HTTPS;
+    ``accepted`` counts connections as they are accepted, before any TLS handshake.
     """
 
     def __init__(
@@ -301,12 +326,16 @@ class FaultServer:
         default: Behaviour | None = None,
         sock: socket.socket | None = None,
         listen: bool = True,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._script = list(script)
         self._default = default or respond(200, pool_json())
         self._sock = sock or reserve_port()
         self._listen_at_start = listen
-        self.port: int = self._sock.getsockname()[1]
+        self.host: str
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._tls = tls
+        self.accepted = 0
         self.conns: list[Conn] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -315,7 +344,7 @@ class FaultServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def count(self) -> int:
@@ -350,7 +379,13 @@ class FaultServer:
             self._server = await self._thread.run(self._start())
 
     async def _start(self) -> asyncio.Server:
-        return await asyncio.start_server(self._handle, sock=self._sock)
+        loop = asyncio.get_running_loop()
+
+        def accept() -> asyncio.StreamReaderProtocol:  # called before any TLS handshake
+            self.accepted += 1
+            return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._handle)
+
+        return await loop.create_server(accept, sock=self._sock, ssl=self._tls)
 
     async def _close(self) -> None:
         await ServerThread.drain_accepts()
