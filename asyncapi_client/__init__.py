@@ -36,6 +36,8 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._request import Response
+from ._retry import RetryEvent
 
 try:
     __version__ = version("asyncapi-client")
@@ -65,7 +67,9 @@ __all__ = [
     "Rate",
     "RateLimitError",
     "RequestTimeoutError",
+    "Response",
     "ResponseTooLargeError",
+    "RetryEvent",
     "ServerError",
     "Side",
     "StatusError",

@@ -316,3 +316,12 @@ async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
     assert network in str(error)
     assert error.url in str(error)
     assert len(server.seen) == 1, "a decode error must not be retried"
+
+
+def test_an_integer_too_large_for_a_float_is_refused_not_rounded() -> None:
+    token = {"address": "0xt", "name": "T", "symbol": "T", "decimals": 18.0, "totalSupply": "1"}
+    assert TOKENS(orjson.dumps({"tokens": [token]}))[0].decimals == 18
+    big = b'{"tokens": [{"address": "a", "name": "n", "symbol": "s", "decimals": 1' + b"0" * 30
+    with pytest.raises(DecodeError) as caught:
+        TOKENS(big + b', "totalSupply": "1"}]}')
+    assert caught.value.path == "tokens[0].decimals"
