@@ -345,7 +345,7 @@ class CsvRenderer(Renderer):
     def _rows(self, kind: Kind, values: Iterable[object], *, header: bool) -> None:
         columns = csv_headers(kind.model)
         buffer = io.StringIO()
-        writer = csv.writer(buffer)
+        writer = csv.writer(buffer, lineterminator="\n")
         if header:
             writer.writerow([name for name, _ in columns])
         for value in values:
