@@ -11,6 +11,7 @@ from ._errors import (
     ApiError,
     BadRequestError,
     DecodeError,
+    LimiterError,
     NotFoundError,
     PaginationError,
     RateLimitError,
@@ -20,6 +21,7 @@ from ._errors import (
     StatusError,
     TransportError,
 )
+from ._limiters import Admission, Limiter, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -41,12 +43,16 @@ except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
     __version__ = "0+unknown"
 
 __all__ = [
+    "Admission",
     "ApiError",
     "BadRequestError",
     "Client",
     "DecodeError",
     "LeaderboardEntry",
     "LeaderboardPage",
+    "Limiter",
+    "LimiterError",
+    "LocalLimiter",
     "Market",
     "MarketType",
     "Network",
@@ -56,6 +62,7 @@ __all__ = [
     "OrdersPage",
     "PaginationError",
     "Pool",
+    "Rate",
     "RateLimitError",
     "RequestTimeoutError",
     "ResponseTooLargeError",

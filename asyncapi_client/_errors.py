@@ -5,6 +5,7 @@ Everything raised for a failed request derives from :class:`ApiError`::
     ApiError
      ├── TransportError                 the connection failed (refused, reset, DNS, TLS, cut short)
      │    ├── RequestTimeoutError        an attempt or the deadline ran out (also a TimeoutError)
+     │    ├── LimiterError               the rate limiter's shared state could not be reached
      │    └── ResponseTooLargeError      the body grew past max_response_bytes (never retried)
      ├── StatusError                    a non-2xx answer: .status .url .body .headers
      │    ├── BadRequestError            400
@@ -30,6 +31,7 @@ __all__ = [
     "ApiError",
     "BadRequestError",
     "DecodeError",
+    "LimiterError",
     "NotFoundError",
     "PaginationError",
     "RateLimitError",
@@ -69,6 +71,19 @@ class TransportError(ApiError):
 
 class RequestTimeoutError(TransportError, TimeoutError):
     """An attempt ran past its ``timeout``, or the operation ran past its ``deadline``."""
+
+
+class LimiterError(TransportError):
+    """The limiter (e.g. a fleet's Redis) could not be asked; retried like a connection failure.
+
+    ``limiter`` names it (its ``repr``), so a log line says which shared quota failed.
+    """
+
+    def __init__(
+        self, message: str, *, limiter: str, url: str | None = None, network: str | None = None
+    ):
+        super().__init__(message, url=url, network=network)
+        self.limiter = limiter
 
 
 class ResponseTooLargeError(TransportError):

@@ -12,6 +12,7 @@ from asyncapi_client import (
     ApiError,
     BadRequestError,
     DecodeError,
+    LimiterError,
     NotFoundError,
     PaginationError,
     RateLimitError,
@@ -36,6 +37,7 @@ TREE: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     ServerError: (StatusError,),
     DecodeError: (ApiError,),
     ResponseTooLargeError: (TransportError,),
+    LimiterError: (TransportError,),
     PaginationError: (ApiError,),
 }
 

@@ -34,6 +34,12 @@ CONTRACT_CLASSES = {
     "DecodeError",
     "ResponseTooLargeError",
     "PaginationError",
+    # Second round: limiters
+    "Rate",
+    "LocalLimiter",
+    "Limiter",
+    "Admission",
+    "LimiterError",
 }
 
 
