@@ -203,12 +203,15 @@ def test_orders_one_page_in_every_format(fake: Fake) -> None:
     assert page["orders"] == expected
     assert isinstance(page["cursor"], str)
     assert page["cursor"]
-    assert as_jsonl.jsonl() == expected
+    assert as_jsonl.jsonl() == [page]  # one page, one line: the cursor is kept
 
     header = as_table.lines()[0].split()
     assert header[:8] == ["time", "(utc)", "pool", "side", "price", "size", "filled", "status"]
     lines = as_table.lines()
-    assert lines[-1].startswith("(more orders")
+    assert lines[-1] == (
+        "(more orders on further pages: add --all to get them all, or "
+        f"--cursor {page['cursor']} for the next page)"
+    )
     rows = lines[2:-1]
     assert len(rows) == 5
     for row, order in zip(rows, expected, strict=True):
@@ -249,6 +252,27 @@ def test_orders_all_walks_every_page_in_every_format(fake: Fake) -> None:
     assert sum("cursor" in r.query for r in walk) == 3 * (pages - 1)
 
 
+def test_orders_cursor_fetches_the_page_at_that_cursor(fake: Fake) -> None:
+    address = a_user(fake)
+    expected = [project(o, ORDER_KEYS) for o in fake.exchange.orders[address]]
+    first = fake.cli("orders", address, "--limit", "5").ok().json()
+    assert first["orders"] == expected[:5]
+    second = fake.cli("orders", address, "--limit", "5", "--cursor", first["cursor"]).ok().json()
+    assert second["orders"] == expected[5:10]
+    (third,) = (
+        fake.cli(
+            "--format", "jsonl", "orders", address, "--limit", "5", "--cursor", second["cursor"]
+        )
+        .ok()
+        .jsonl()
+    )
+    assert third["orders"] == expected[10:15]
+    assert third["cursor"] not in (None, first["cursor"], second["cursor"])
+    both = fake.cli("orders", address, "--all", "--cursor", first["cursor"])
+    assert both.returncode == 2
+    assert "--cursor cannot be combined with --all" in both.stderr
+
+
 def test_leaderboard_page_in_every_format(fake: Fake) -> None:
     board = fake.exchange.leaderboard
     args = ("leaderboard", "--page", "3", "--limit", "20")
@@ -263,7 +287,7 @@ def test_leaderboard_page_in_every_format(fake: Fake) -> None:
         "total": len(board),
         "totalPages": math.ceil(len(board) / 20),
     }
-    assert as_jsonl.jsonl() == board[40:60]
+    assert as_jsonl.jsonl() == [page]
     lines = as_table.lines()
     assert lines[0].split() == ["rank", "address", "score"]
     assert [int(line.split()[0]) for line in lines[2:-1]] == list(range(41, 61))
@@ -363,10 +387,10 @@ def test_usage_errors_show_the_command_usage_then_one_error_line() -> None:
 
 
 def test_global_options_work_before_or_after_the_command(fake: Fake) -> None:
-    before = fake.cli("--format", "jsonl", "--max-retries", "0", "leaderboard", "--limit", "2")
-    after = fake.cli("leaderboard", "--limit", "2", "--format", "jsonl", "--max-retries", "0")
+    before = fake.cli("--format", "csv", "--max-retries", "0", "leaderboard", "--limit", "2")
+    after = fake.cli("leaderboard", "--limit", "2", "--format", "csv", "--max-retries", "0")
     assert before.ok().stdout == after.ok().stdout
-    assert len(after.jsonl()) == 2
+    assert len(after.lines()) == 3  # a header and two rows
 
 
 def test_help_lists_every_command_and_each_command_shows_the_global_options() -> None:

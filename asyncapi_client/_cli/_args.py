@@ -286,6 +286,7 @@ def build_parser(
         metavar="N",
         help="page size (with --all, of the walk)",
     )
+    sub.add_argument("--cursor", metavar="C", help="the page at cursor C (from a page's cursor)")
     sub.add_argument("--all", action="store_true", help="follow the cursor to the last page")
 
     sub = command("leaderboard", "one page of the leaderboard, or with --all every entry")

@@ -92,12 +92,14 @@ async def user(ctx: Context) -> int:
 async def orders(ctx: Context) -> int:
     args = ctx.args
     filters: dict[str, Any] = {"market": args.market, "status": args.status, "side": args.side}
+    if args.all and args.cursor is not None:
+        raise UsageError("orders: --cursor cannot be combined with --all")
     async with client_for(ctx) as client:
         if args.all:
             pages = client.iter_order_pages(args.address, page_size=args.limit, **filters)
             await stream(ctx, pages, _orders_of, ORDERS)
             return EXIT_OK
-        page = await client.orders(args.address, limit=args.limit, **filters)
+        page = await client.orders(args.address, limit=args.limit, cursor=args.cursor, **filters)
     ctx.render.page(ORDERS, page, page.orders)
     return EXIT_OK
 

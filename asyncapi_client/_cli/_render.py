@@ -302,7 +302,7 @@ class JsonlRenderer(Renderer):
         self._lines([value])
 
     def page(self, kind: Kind, page: OrdersPage | LeaderboardPage, items: Sequence[object]) -> None:
-        self._lines(items)
+        self._lines([page])  # one result, one line: an orders page keeps its cursor
 
     def walk(self, kind: Kind) -> WalkWriter:
         return WalkWriter(self._lines, lambda count: None)
@@ -406,7 +406,12 @@ class TableRenderer(Renderer):
         self.records(kind, items)
         if isinstance(page, OrdersPage):
             if page.cursor:
-                self.out.write_lines(["(more orders on further pages: add --all to get them all)"])
+                self.out.write_lines(
+                    [
+                        "(more orders on further pages: add --all to get them all, or "
+                        f"--cursor {visible(page.cursor)} for the next page)"
+                    ]
+                )
         else:
             where = f"page {page.page:,} of {page.total_pages:,}"
             self.out.write_lines([f"{where} ({page.total:,} entries, {page.limit:,} a page)"])
