@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from asyncapi_client import Network
+from asyncapi_client import Network, NotFoundError
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest
 from tests._cli import InThread, Run, cli, hosts, project
 
@@ -643,3 +643,55 @@ def test_the_readme_lists_every_global_option() -> None:
     assert options
     for option in set(options) - {"--help"}:
         assert f"`{option}" in section, option
+
+
+# --- safety nets ---------------------------------------------------------------------------------
+
+
+class ClosedPipe(io.StringIO):
+    """A stdout whose reader went away."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(fake: Fake) -> None:
+    err = io.StringIO()
+    status = main_in_process(["--format", "jsonl", "tokens"], fake.env, ClosedPipe(), err)
+    assert status == 0
+    assert err.getvalue() == ""
+
+
+def main_in_process(
+    argv: list[str], env: dict[str, str], out: io.StringIO, err: io.StringIO
+) -> int:
+    from asyncapi_client._cli import main
+
+    return main(argv, stdout=out, stderr=err, environ=env)
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "says"),
+    [
+        (RecursionError("deep"), 1, "cannot print the answer: it nests too deeply"),
+        (
+            ExceptionGroup(
+                "g", [ExceptionGroup("h", [NotFoundError("HTTP 404", status=404, url="u")])]
+            ),
+            1,
+            "HTTP 404",
+        ),
+        (ValueError("pool_id must not be '.'"), 2, "pool_id must not be '.'"),
+    ],
+)
+def test_whatever_a_command_raises_ends_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, raised: BaseException, status: int, says: str
+) -> None:
+    from asyncapi_client._cli import _main
+
+    async def command(ctx: object) -> int:
+        raise raised
+
+    monkeypatch.setitem(_main._COMMANDS, "pool", command)
+    line = cli("pool", "x", env={"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}).one_line_error(status)
+    assert line.startswith(f"asyncapi-client: error: {says}")
