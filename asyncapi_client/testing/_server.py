@@ -115,6 +115,31 @@ def _choice_param(query: Mapping[str, str], name: str, allowed: frozenset[str]) 
     return text.upper()
 
 
+def route(raw_path: str, prefix: str = "") -> tuple[str | None, str]:
+    """(operation, decoded path parameter) for a raw request target; None: no route.
+
+    The parameter is exactly one raw segment, percent-decoded (``%2F`` stays inside it).
+    """
+    path = raw_path.partition("?")[0]
+    api = prefix + "/api/"
+    if not path.startswith(api):
+        return None, ""
+    match path[len(api) :].split("/"):
+        case ["tokens"]:
+            return "tokens", ""
+        case ["aggregated", "tokens", token, "markets"] if token:
+            return "token_markets", unquote(token)
+        case ["clob", "pools", pool_id] if pool_id:
+            return "pool", unquote(pool_id)
+        case ["clob", "users", address] if address:
+            return "user", unquote(address)
+        case ["clob", "users", address, "orders"] if address:
+            return "orders", unquote(address)
+        case ["dash", "leaderboard"]:
+            return "leaderboard", ""
+    return None, ""
+
+
 class FakeServer:
     """The fake exchange served over loopback: one port per network, all six operations.
 
@@ -362,29 +387,8 @@ class FakeServer:
         app.router.add_route("*", "/{tail:.*}", handle)
         return app
 
-    def _route(self, raw_path: str) -> tuple[str | None, str]:
-        """(operation, decoded path parameter) for a raw request target; None: no route."""
-        path = raw_path.partition("?")[0]
-        api = self.prefix + "/api/"
-        if not path.startswith(api):
-            return None, ""
-        match path[len(api) :].split("/"):
-            case ["tokens"]:
-                return "tokens", ""
-            case ["aggregated", "tokens", token, "markets"] if token:
-                return "token_markets", unquote(token)
-            case ["clob", "pools", pool_id] if pool_id:
-                return "pool", unquote(pool_id)
-            case ["clob", "users", address] if address:
-                return "user", unquote(address)
-            case ["clob", "users", address, "orders"] if address:
-                return "orders", unquote(address)
-            case ["dash", "leaderboard"]:
-                return "leaderboard", ""
-        return None, ""
-
     async def _handle(self, network: Network, request: web.Request) -> web.StreamResponse:
-        operation, param = self._route(request.raw_path)
+        operation, param = route(request.raw_path, self.prefix)
         query: dict[str, str] = {}
         for name, value in request.query.items():
             query.setdefault(name, value)
