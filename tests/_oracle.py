@@ -23,7 +23,9 @@ __all__ = [
     "oracle_server",
     "order_wire",
     "orders_wire",
+    "pool_json",
     "pool_wire",
+    "token_json",
     "token_wire",
     "tokens_wire",
     "user_wire",
@@ -155,6 +157,34 @@ def canned(operation: str, param: str | None, query: Mapping[str, str], network:
         return orders_wire(param, query)
     assert operation == "leaderboard"
     return leaderboard_wire(query)
+
+
+# --- small valid bodies for the raw-socket server's answers ---------------------------------
+
+
+def token_json(address: str = "0xtoken") -> dict[str, Any]:
+    return {
+        "address": address,
+        "name": "Token",
+        "symbol": "TOK",
+        "decimals": 18,
+        "totalSupply": "1000000",
+        "logoUri": None,
+        "priceUsd": 1.5,
+    }
+
+
+def pool_json(pool_id: str = "p1") -> dict[str, Any]:
+    """A valid Pool body."""
+    return {
+        "poolId": pool_id,
+        "baseToken": token_json("0xbase"),
+        "quoteToken": token_json("0xquote"),
+        "price": 2.5,
+        "priceChange24h": -0.5,
+        "volume24h": 1000.0,
+        "tvl": 5000.0,
+    }
 
 
 def oracle_reply(request: RecordedRequest) -> Reply:

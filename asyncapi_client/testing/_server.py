@@ -15,7 +15,6 @@ import hmac
 import math
 import re
 import struct
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from ._faults import Decision, Fault, FaultSchedule
 from ._gate import Gate
 from ._records import RecordedRequest
 from ._script import Reply, Scripts, ScriptStep, check_operation
+from ._thread import LoopThread
 
 __all__ = ["FakeServer", "RecordedRequest"]
 
@@ -361,17 +361,13 @@ class FakeServer:
         """
         if self._state is not _State.UNOPENED:
             raise RuntimeError("in_thread() needs a FakeServer that was never started")
-        loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name=f"{self!r}", daemon=True)
-        thread.start()
+        runner = LoopThread(f"{self!r}")
         try:
-            asyncio.run_coroutine_threadsafe(self.start(), loop).result()
+            runner.call(self.start())
             yield self
         finally:
-            asyncio.run_coroutine_threadsafe(self.close(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
+            runner.call(self.close())
+            runner.stop()
 
     def __repr__(self) -> str:
         ports = ", ".join(f"{n.value}={p}" for n, p in self._ports.items())
