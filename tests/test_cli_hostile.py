@@ -6,6 +6,7 @@ a terminal raw) or fails with one line on stderr and exit status 1: never a trac
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 from collections.abc import Iterator, Mapping
@@ -67,6 +68,7 @@ def profile(depth: int) -> bytes:
 
 
 ANSWERS: dict[str, tuple[int, bytes]] = {
+    "/api/clob/users/deep30": (200, profile(30)),
     "/api/clob/users/deep300": (200, profile(300)),
     "/api/clob/users/deep1000": (200, profile(1000)),
     "/api/clob/pools/evil": (500, orjson.dumps({"error": EVIL})),
@@ -123,10 +125,22 @@ def test_a_deeply_nested_profile_prints_or_fails_in_one_line(
         assert max(len(line) for line in run.lines()) < 400  # a nested value is cut short
 
 
-def test_deep_nesting_prints_in_json_today(hostile: str) -> None:
-    """Past orjson's 255 levels the CLI still writes the whole value (its own encoder)."""
-    run = cli("--format", "jsonl", "user", "deep300", env={"ASYNCAPI_BASE_URL": hostile}).ok()
-    assert run.stdout.count('{"x":') == 300
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_nesting_the_library_accepts_prints_whole(hostile: str, fmt: str) -> None:
+    """As deep as the decoder allows, every format prints the profile (a table cuts it)."""
+    run = cli("--format", fmt, "user", "deep30", env={"ASYNCAPI_BASE_URL": hostile}).ok()
+    if fmt == "table":
+        assert '{"x":{"x":' in run.stdout
+        return
+    if fmt == "csv":
+        (row,) = list(csv.DictReader(io.StringIO(run.stdout)))
+        balances = json.loads(row["balances"])
+    else:
+        balances = (run.json() if fmt == "json" else run.jsonl()[0])["balances"]
+    inner = balances[0]["nested"]
+    for _ in range(30):
+        inner = inner["x"]
+    assert inner == 1
 
 
 # --- decimals --------------------------------------------------------------------------------
