@@ -1,25 +1,21 @@
 """Running the command line in this process: ``main(argv, stdout=, stderr=, environ=)``.
 
-A server the CLI talks to runs on its own event loop in a thread (``InThread``), because
-``main`` runs its own loop in the calling thread, as it does for a user.
+A server the CLI talks to runs on its own event loop in a thread (the fake's
+``FakeServer.in_thread()``), because ``main`` runs its own loop in the calling thread, as it
+does for a user.
 """
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from asyncapi_client._cli import main
-
-T = TypeVar("T")
 
 
 @attrs.frozen
@@ -99,48 +95,6 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
-
-
-class InThread(Generic[T]):
-    """An async context manager (a server) entered on its own event loop in a thread."""
-
-    def __init__(self, factory: Callable[[], AbstractAsyncContextManager[T]]) -> None:
-        self._factory = factory
-        self._ready = threading.Event()
-        self._failure: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._value: T | None = None
-        self._thread = threading.Thread(target=self._run, name="cli-test-server", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as exc:  # reported to the test thread by start()
-            self._failure = exc
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with self._factory() as value:
-            self._value = value
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> T:
-        self._thread.start()
-        assert self._ready.wait(15), "the server did not start within 15 s"
-        if self._failure is not None:
-            raise self._failure
-        assert self._value is not None
-        return self._value
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(15)
-        assert not self._thread.is_alive(), "the server did not stop within 15 s"
 
 
 def project(wire: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:

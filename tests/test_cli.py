@@ -17,7 +17,7 @@ import pytest
 
 from asyncapi_client import Network, NotFoundError
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest
-from tests._cli import InThread, Run, cli, hosts, project
+from tests._cli import Run, cli, hosts, project
 
 FORMATS = ("json", "jsonl", "table")
 
@@ -57,7 +57,7 @@ class Fake:
 @pytest.fixture(scope="module")
 def fake() -> Iterator[Fake]:
     exchange = FakeExchange.generate(seed=7)
-    with InThread(lambda: FakeServer(exchange)) as server:
+    with FakeServer(exchange).in_thread() as server:
         yield Fake(exchange, server)
 
 
@@ -423,12 +423,8 @@ def failing() -> Iterator[Fake]:
 
     exchange = FakeExchange.generate(seed=3, users=2, orders_per_user=5, leaderboard_size=5)
 
-    def start() -> FakeServer:
-        server = FakeServer(exchange)
+    with FakeServer(exchange).in_thread() as server:
         server.set_fault("pool", Fault(error_rate=1.0, error_status=503))
-        return server
-
-    with InThread(start) as server:
         yield Fake(exchange, server)
 
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-import orjson
 import pytest
-from aiohttp import web
 
-from tests._cli import InThread, Run, Terminal, cli
-from tests._loopback import serve
+from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
+from tests._cli import Run, Terminal, cli
 
 FORMATS = ("json", "jsonl", "table", "csv")
 #: Characters a terminal acts on: ESC, BEL, CR, DEL, a C1 CSI, a bidi override.
@@ -43,22 +42,6 @@ def token(**fields: Any) -> dict[str, Any]:
     return body
 
 
-class Canned:
-    """Fixed answers by path: (status, body bytes)."""
-
-    def __init__(self, answers: Mapping[str, tuple[int, bytes]]) -> None:
-        self.answers = dict(answers)
-
-    async def handle(self, request: web.Request) -> web.Response:
-        status, body = self.answers.get(request.path, (404, b'{"error":"no such thing"}'))
-        return web.Response(status=status, body=body, content_type="application/json")
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self.handle)
-        return app
-
-
 def profile(depth: int) -> bytes:
     return (
         b'{"address":"0xdeep","balances":[{"token":"ETH","nested":'
@@ -67,29 +50,35 @@ def profile(depth: int) -> bytes:
     )
 
 
-ANSWERS: dict[str, tuple[int, bytes]] = {
-    "/api/clob/users/deep30": (200, profile(30)),
-    "/api/clob/users/deep300": (200, profile(300)),
-    "/api/clob/users/deep1000": (200, profile(1000)),
-    "/api/clob/pools/evil": (500, orjson.dumps({"error": EVIL})),
-    "/api/clob/pools/evil404": (404, EVIL.encode()),
+#: Bodies by the last path segment, whatever the operation.
+ANSWERS: dict[str, Reply] = {
+    "deep30": Reply(body=profile(30)),
+    "deep300": Reply(body=profile(300)),
+    "deep1000": Reply(body=profile(1000)),
+    "evil": Reply(500, json={"error": EVIL}),
+    "evil404": Reply(404, body=EVIL),
 }
 
 
-def tokens_path(case: str) -> str:
-    return f"/api/tokens/{case}"
+def canned(request: RecordedRequest) -> Reply:
+    return ANSWERS.get(request.path.rsplit("/", 1)[-1], Reply(404, json={"error": "none"}))
 
 
 @pytest.fixture(scope="module")
 def hostile() -> Iterator[str]:
-    canned = Canned(ANSWERS)
-    with InThread(lambda: serve(canned.app())) as url:
-        yield url
+    """The fake, scripted to answer users and pools with the hostile bodies above."""
+    with FakeServer(FakeExchange.generate(seed=1, users=1)).in_thread() as server:
+        server.script("user", canned, repeat=True)
+        server.script("pool", canned, repeat=True)
+        yield server.base_url
 
 
-def tokens_server(tokens: list[dict[str, Any]]) -> InThread[str]:
-    canned = Canned({"/api/tokens": (200, orjson.dumps({"tokens": tokens}))})
-    return InThread(lambda: serve(canned.app()))
+@contextmanager
+def tokens_server(tokens: list[dict[str, Any]]) -> Iterator[str]:
+    """The fake, answering the token directory with ``tokens``."""
+    with FakeServer(FakeExchange.generate(seed=1, users=1)).in_thread() as server:
+        server.script("tokens", Reply(json={"tokens": tokens}), repeat=True)
+        yield server.base_url
 
 
 def printed_or_one_line(run: Run) -> bool:

@@ -24,11 +24,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
-from asyncapi_client.testing import FakeExchange, FakeServer
-from tests._cli import InThread, cli, subprocess_env
-from tests._loopback import serve
+from asyncapi_client.testing import FakeExchange, FakeServer, Gate
+from tests._cli import cli, subprocess_env
 
 CLI = (sys.executable, "-m", "asyncapi_client")
 RUN_TIMEOUT = 60.0
@@ -37,7 +35,7 @@ RUN_TIMEOUT = 60.0
 @pytest.fixture(scope="module")
 def fake() -> Iterator[tuple[FakeExchange, FakeServer]]:
     exchange = FakeExchange.generate(seed=7)
-    with InThread(lambda: FakeServer(exchange)) as server:
+    with FakeServer(exchange).in_thread() as server:
         yield exchange, server
 
 
@@ -153,35 +151,15 @@ def test_broken_pipe_ends_quietly(fake: tuple[FakeExchange, FakeServer]) -> None
 # --- a walk whose later pages the server holds back ----------------------------------------
 
 
-class HeldBoard:
-    """Leaderboard pages: page 1 at once, later pages only after ``release``."""
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-
-    async def handle(self, request: web.Request) -> web.Response:
-        page = int(request.query.get("page", "1"))
-        if page > 1:
-            await self.release.wait()
-        entries = [
-            {"rank": rank, "address": f"0x{rank:040x}", "score": 1000.5 - rank}
-            for rank in range((page - 1) * 2 + 1, page * 2 + 1)
-        ]
-        return web.json_response(
-            {"leaderboard": entries, "page": page, "limit": 2, "total": 8, "totalPages": 4}
-        )
+BOARD = FakeExchange.generate(seed=2, users=8, orders_per_user=0, leaderboard_size=8)
 
 
 @asynccontextmanager
-async def held_board() -> AsyncIterator[tuple[HeldBoard, str]]:
-    board = HeldBoard()
-    app = web.Application()
-    app.router.add_get("/api/dash/leaderboard", board.handle)
-    async with serve(app) as url:
-        try:
-            yield board, url
-        finally:
-            board.release.set()
+async def held_board() -> AsyncIterator[tuple[Gate, str]]:
+    """A leaderboard of 8 in pages of 2: page 1 answers, the pages after it are held."""
+    async with FakeServer(BOARD) as server, server.gate("leaderboard") as gate:
+        gate.release(1)
+        yield gate, server.base_url
 
 
 class Flushed(io.StringIO):
@@ -201,9 +179,9 @@ class Flushed(io.StringIO):
 
 
 async def test_an_all_walk_prints_each_page_as_it_arrives() -> None:
-    async with held_board() as (board, url):
+    async with held_board() as (gate, url):
         stdout = Flushed('"rank": 2,')
-        args = ("--format", "json", "leaderboard", "--all")
+        args = ("--format", "json", "leaderboard", "--all", "--limit", "2")
         run = asyncio.create_task(
             asyncio.to_thread(cli, *args, env={"ASYNCAPI_BASE_URL": url}, stdout=stdout)
         )
@@ -211,8 +189,10 @@ async def test_an_all_walk_prints_each_page_as_it_arrives() -> None:
         # page 1 is out (flushed) while pages 2.. are still held by the server
         assert stdout.flushed.startswith('[\n  {\n    "rank": 1,')
         assert '"rank": 3' not in stdout.flushed
+        await gate.arrived(2)  # page 2 asked for, and held
         assert not run.done()
-        board.release.set()
+        assert '"rank": 3' not in stdout.flushed
+        gate.release()
         async with asyncio.timeout(RUN_TIMEOUT):
             result = await run
     result.ok()
@@ -229,6 +209,8 @@ async def start_walk(url: str, preexec: Sequence[object] = ()) -> asyncio.subpro
         "json",
         "leaderboard",
         "--all",
+        "--limit",
+        "2",
         env=subprocess_env(ASYNCAPI_BASE_URL=url),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
