@@ -38,6 +38,7 @@ from ._models import (
 from ._network import Network
 from ._request import Response
 from ._retry import RetryEvent
+from ._serialise import to_json, to_wire
 
 try:
     __version__ = version("asyncapi-client")
@@ -77,4 +78,6 @@ __all__ = [
     "TransportError",
     "UserProfile",
     "__version__",
+    "to_json",
+    "to_wire",
 ]
