@@ -6,12 +6,14 @@ import enum
 import inspect
 import math
 import re
+import ssl as ssl_module
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Self, TypeVar
+from typing import TYPE_CHECKING, Final, Self, TypeVar
 from urllib.parse import quote, unquote
 
 import aiohttp
+from yarl import URL
 
 from . import _decode
 from ._limiters import Limiter, LocalLimiter, Rate
@@ -31,7 +33,10 @@ from ._network import Hosts, Network, parse_network
 from ._request import Request, Response
 from ._retry import RetryEvent, RetryPolicy
 from ._streams import items, walk_leaderboard_pages, walk_order_pages
-from ._transport import Transport, encode_segment
+from ._transport import Transport, encode_segment, package_version
+
+if TYPE_CHECKING:
+    from ._telemetry import Telemetry
 
 __all__ = ["Client", "WithResponse"]
 
@@ -148,6 +153,43 @@ def _limiter(rate_limit: object, limiter: object) -> Limiter:
     return LocalLimiter([Rate(1, 1.0 / rate)])  # a fraction: one request every 1/rate s
 
 
+def _telemetry(telemetry: object) -> Telemetry | None:
+    """OpenTelemetry's tracer and meter, imported only when asked for."""
+    if not isinstance(telemetry, bool):
+        raise ValueError(f"telemetry must be True or False, got {telemetry!r}")
+    if not telemetry:
+        return None
+    try:
+        from ._telemetry import Telemetry
+    except ImportError:
+        raise ValueError(
+            "telemetry=True needs OpenTelemetry, which is not installed: "
+            "pip install 'asyncapi-client[otel]'"
+        ) from None
+    return Telemetry(package_version())
+
+
+def _check_session_options(session: object, proxy: object, tls: object, trust_env: object) -> None:
+    if proxy is not None and (
+        not isinstance(proxy, str) or not proxy.lower().startswith(("http://", "https://"))
+    ):
+        raise ValueError(f"proxy must be an http:// or https:// URL or None, got {proxy!r}")
+    if proxy is not None:
+        try:
+            URL(proxy)
+        except ValueError as exc:
+            raise ValueError(f"proxy {proxy!r} is not a valid URL: {exc}") from None
+    if tls is not None and not isinstance(tls, ssl_module.SSLContext | bool):
+        raise ValueError(f"ssl must be an ssl.SSLContext, True, False or None, got {tls!r}")
+    if not isinstance(trust_env, bool):
+        raise ValueError(f"trust_env must be True or False, got {trust_env!r}")
+    if session is not None and (proxy is not None or tls is not None or trust_env):
+        raise ValueError(
+            "proxy=, ssl= and trust_env= configure the client's own session: "
+            "with session=, configure your session instead"
+        )
+
+
 def _check_on_retry(on_retry: object) -> None:
     if on_retry is None:
         return
@@ -211,6 +253,10 @@ class Client:
         limiter: Limiter | None = None,
         on_retry: Callable[[RetryEvent], object] | None = None,
         retry_after_cap: float = 60.0,
+        telemetry: bool = False,
+        proxy: str | None = None,
+        ssl: ssl_module.SSLContext | bool | None = None,
+        trust_env: bool = False,
     ) -> None:
         """Set up a client; nothing connects until the first call.
 
@@ -236,6 +282,17 @@ class Client:
                 one INFO log line); what it raises is logged and ignored.
             retry_after_cap: a ``Retry-After`` (or a 429 hold) longer than this many seconds
                 is not waited for: the ``RateLimitError`` is raised at once.
+            telemetry: emit OpenTelemetry spans and metrics through the global providers
+                (needs the extra ``asyncapi-client[otel]``).
+            proxy: an ``http://`` forward proxy every request goes through (credentials in
+                the URL are sent to the proxy as ``Proxy-Authorization``).
+            ssl: an ``ssl.SSLContext`` to verify servers with (e.g. trusting your own CA);
+                None or True: the system's trust store; False: no verification at all.
+            trust_env: read ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` and ``~/.netrc``
+                from the environment, as aiohttp does.
+
+        ``proxy``, ``ssl`` and ``trust_env`` configure the client's own session: with a
+        ``session`` of yours, configure that session instead.
         """
         self._network = parse_network(network)
         hosts = Hosts.resolve(base_url, testnet_base_url)
@@ -246,6 +303,7 @@ class Client:
         _check_instance(session, aiohttp.ClientSession, "session")
         _check_trace_configs(trace_configs)
         _check_on_retry(on_retry)
+        _check_session_options(session, proxy, ssl, trust_env)
         cap = _positive_number(retry_after_cap, "retry_after_cap", optional=False)
         assert cap is not None
         self._transport = Transport(
@@ -255,6 +313,10 @@ class Client:
             max_connections=_positive_int(max_connections, "max_connections"),
             limiter=_limiter(rate_limit, limiter),
             on_retry=on_retry,
+            telemetry=_telemetry(telemetry),
+            proxy=proxy,
+            ssl=True if ssl is None else ssl,
+            trust_env=trust_env,
             deadline=_positive_number(deadline, "deadline", optional=True),
             max_response_bytes=_positive_int(max_response_bytes, "max_response_bytes"),
             coalesce=bool(coalesce),

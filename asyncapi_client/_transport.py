@@ -39,7 +39,8 @@ import random
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final, TypeVar
+from ssl import SSLContext
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -61,7 +62,10 @@ from ._network import Hosts, Network
 from ._request import Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 
-__all__ = ["MAX_REDIRECTS", "RetryPolicy", "Transport", "encode_segment", "user_agent"]
+if TYPE_CHECKING:  # imported only when a client asks for telemetry
+    from ._telemetry import Telemetry
+
+__all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "package_version", "user_agent"]
 
 T = TypeVar("T")
 
@@ -74,7 +78,7 @@ MAX_REDIRECTS: Final = 5
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
-def _package_version() -> str:
+def package_version() -> str:
     try:
         return version("asyncapi-client")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
@@ -84,7 +88,7 @@ def _package_version() -> str:
 def user_agent() -> str:
     """``asyncapi-client/<version> aiohttp/<version> python/<version>``."""
     py = ".".join(map(str, sys.version_info[:3]))
-    return f"asyncapi-client/{_package_version()} aiohttp/{aiohttp.__version__} python/{py}"
+    return f"asyncapi-client/{package_version()} aiohttp/{aiohttp.__version__} python/{py}"
 
 
 def encode_segment(value: str) -> str:
@@ -215,8 +219,16 @@ class Transport:
         session: aiohttp.ClientSession | None,
         trace_configs: Sequence[aiohttp.TraceConfig] | None,
         on_retry: Callable[[RetryEvent], object] | None = None,
+        telemetry: Telemetry | None = None,
+        proxy: str | None = None,
+        ssl: SSLContext | bool = True,
+        trust_env: bool = False,
     ) -> None:
         self.hosts = hosts
+        self._proxy = proxy
+        self._ssl = ssl
+        self._trust_env = trust_env
+        self._telemetry = telemetry
         self.retry = retry
         #: The policy of testing mode (``Client.set_testing``), read at decision time;
         #: ``retry`` itself is never changed by it.
@@ -277,8 +289,12 @@ class Transport:
             raise RuntimeError("a Client belongs to the event loop it was first used in")
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0),
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections, limit_per_host=0, ssl=self._ssl
+                ),
                 headers=self._headers,
+                proxy=self._proxy,
+                trust_env=self._trust_env,
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
                 cookie_jar=aiohttp.DummyCookieJar(),
@@ -322,9 +338,17 @@ class Transport:
 
     async def get(self, request: Request[T]) -> T:
         """Run ``request`` and return its decoded value."""
-        return (await self.send(request)).value
+        if self._telemetry is None:
+            return (await self._send(request)).value
+        return (await self._telemetry.call(request, self._send)).value
 
     async def send(self, request: Request[T]) -> Response[T]:
+        """Run ``request`` and return the whole :class:`Response`."""
+        if self._telemetry is None:
+            return await self._send(request)
+        return await self._telemetry.call(request, self._send)
+
+    async def _send(self, request: Request[T]) -> Response[T]:
         """Run ``request``: coalesced, under its deadline, with retries."""
         loop = asyncio.get_running_loop()
         if self._state is not _State.OPENED or loop is not self._loop:
@@ -365,7 +389,7 @@ class Transport:
                 return result  # type: ignore[no-any-return]
             successor = self._inflight.get(request)  # another follower may have taken over
             if successor is None:
-                return await self.send(request)
+                return await self._send(request)
             shared = successor
 
     async def _run(self, request: Request[T]) -> Response[T]:
@@ -444,6 +468,8 @@ class Transport:
             wait=wait,
             error=failed,
         )
+        if self._telemetry is not None:
+            self._telemetry.retry(event)
         try:
             self._on_retry(event)
         except Exception:

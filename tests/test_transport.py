@@ -39,6 +39,7 @@ from tests._faultserver import (
     settled,
     stray_tasks,
 )
+from tests._rawserver import forward
 
 KEY = "X-Api-Key"
 SECRET = "k-s3cr3t"
@@ -491,3 +492,91 @@ def test_a_client_used_from_a_second_event_loop_says_so() -> None:
     finally:
         loop.close()
     asyncio.run(second(client))
+
+
+# --- proxy, TLS and the environment -------------------------------------------------------------
+
+
+async def test_a_proxy_carries_every_request() -> None:
+    async with (
+        FaultServer(default=respond(200, pool_json("p1"))) as api,
+        FaultServer(default=forward()) as proxy,
+        Client(base_url=api.base_url, proxy=proxy.base_url, headers={KEY: SECRET}) as client,
+    ):
+        await client.pool("p1")
+        await client.pool("p2")
+    assert [c.target for c in proxy.conns] == [
+        f"{api.base_url}/api/clob/pools/p1",
+        f"{api.base_url}/api/clob/pools/p2",
+    ]
+    assert [c.target for c in api.conns] == ["/api/clob/pools/p1", "/api/clob/pools/p2"]
+    assert api.conns[0].headers[KEY.lower()] == SECRET
+
+
+async def test_trust_env_reads_http_proxy_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    async with (
+        FaultServer(default=respond(200, pool_json("p1"))) as api,
+        FaultServer(default=forward()) as proxy,
+    ):
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        monkeypatch.setenv("http_proxy", proxy.base_url)
+        async with Client(base_url=api.base_url) as ignoring:
+            await ignoring.pool("p1")  # trust_env=False, the default: straight to the API
+        assert proxy.count == 0
+        async with Client(base_url=api.base_url, trust_env=True) as trusting:
+            await trusting.pool("p1")
+    assert [c.target for c in proxy.conns] == [f"{api.base_url}/api/clob/pools/p1"]
+    assert api.count == 2
+
+
+async def test_ssl_takes_a_context_that_trusts_your_own_ca(
+    server_tls: ssl.SSLContext, client_tls: ssl.SSLContext
+) -> None:
+    async with (
+        FaultServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
+        Client(base_url=api.base_url, ssl=client_tls) as trusting,
+        Client(base_url=api.base_url, max_retries=0) as default,
+    ):
+        assert (await trusting.pool("p1")).pool_id == "p1"
+        with pytest.raises(TransportError, match="certificate"):
+            await default.pool("p1")  # the system's trust store does not know the CA
+    assert api.base_url.startswith("https://")
+    assert api.count == 1
+
+
+async def test_ssl_false_turns_verification_off(server_tls: ssl.SSLContext) -> None:
+    async with (
+        FaultServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
+        Client(base_url=api.base_url, ssl=False) as client,
+    ):
+        assert (await client.pool("p1")).pool_id == "p1"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"proxy": "socks5://127.0.0.1:1080"}, "proxy"),
+        ({"proxy": 8080}, "proxy"),
+        ({"proxy": "http://[::1"}, "proxy"),
+        ({"ssl": "verify"}, "ssl"),
+        ({"ssl": 1}, "ssl"),
+        ({"trust_env": "yes"}, "trust_env"),
+        ({"trust_env": None}, "trust_env"),
+    ],
+)
+def test_invalid_session_options_are_refused(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Client(base_url="http://h.example", **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"proxy": "http://127.0.0.1:3128"}, {"ssl": False}, {"trust_env": True}]
+)
+async def test_session_options_are_not_for_a_callers_session(kwargs: dict[str, object]) -> None:
+    async with aiohttp.ClientSession() as session:
+        with pytest.raises(ValueError, match="configure your session instead"):
+            Client(base_url="http://h.example", session=session, **kwargs)  # type: ignore[arg-type]
