@@ -6,6 +6,7 @@ async with Client(base_url="https://...") as client:
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
     ApiError,
@@ -36,6 +37,7 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._walks import Walk
 
 try:
     __version__ = version("asyncapi-client")
@@ -46,6 +48,7 @@ __all__ = [
     "Admission",
     "ApiError",
     "BadRequestError",
+    "Checkpoint",
     "Client",
     "DecodeError",
     "LeaderboardEntry",
@@ -72,5 +75,6 @@ __all__ = [
     "Token",
     "TransportError",
     "UserProfile",
+    "Walk",
     "__version__",
 ]

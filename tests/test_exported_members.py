@@ -40,6 +40,9 @@ CONTRACT_CLASSES = {
     "Limiter",
     "Admission",
     "LimiterError",
+    # Second round: resumable walks
+    "Walk",
+    "Checkpoint",
 }
 
 

@@ -15,6 +15,7 @@ import aiohttp
 
 from asyncapi_client import (
     ApiError,
+    Checkpoint,
     Client,
     DecodeError,
     LeaderboardEntry,
@@ -32,6 +33,7 @@ from asyncapi_client import (
     StatusError,
     Token,
     UserProfile,
+    Walk,
     __version__,
 )
 
@@ -92,6 +94,17 @@ async def operations(session: aiohttp.ClientSession) -> None:
             async for closing_order in closing_orders:
                 checked_order = closing_order
         await client.iter_leaderboard().aclose()
+
+        # Walks: a checkpoint, its JSON, and resume= with either.
+        walk: Walk[Order] = client.iter_orders("0xu", page_size=50)
+        point: Checkpoint = walk.checkpoint
+        text: str = point.to_json()
+        again: Checkpoint = Checkpoint.from_json(text)
+        resumed_pages: Walk[OrdersPage] = client.iter_order_pages("0xu", resume=again)
+        resumed_entries: Walk[LeaderboardEntry] = client.iter_leaderboard(resume=text)
+        resumed_board: Walk[LeaderboardPage] = client.iter_leaderboard_pages(resume=None)
+        consumed: int = point.consumed
+        del resumed_pages, resumed_entries, resumed_board, consumed
 
         models(tokens[0], markets[0], pool, user, page, board)
         del network, closed, found
