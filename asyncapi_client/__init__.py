@@ -37,6 +37,7 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._serialise import to_json, to_wire
 from ._walks import Walk
 
 try:
@@ -77,4 +78,6 @@ __all__ = [
     "UserProfile",
     "Walk",
     "__version__",
+    "to_json",
+    "to_wire",
 ]
