@@ -191,3 +191,8 @@ def test_the_testing_extra_installs_pytest_and_pytest_asyncio() -> None:
         if re.search(r"extra\s*==\s*['\"]testing['\"]", r)
     }
     assert testing == {"pytest", "pytest-asyncio"}
+
+
+@pytest.mark.fake_exchange(5, users=1)
+def test_the_marker_takes_the_seed_positionally(fake_exchange: FakeExchange) -> None:
+    assert fake_exchange == FakeExchange.generate(seed=5, users=1)
