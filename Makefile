@@ -5,23 +5,27 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
+# One install per extra set, no pip self-upgrade (the venv's own pip installs PEP 660 editables),
+# no version check, and no byte-compiling of every installed file up front.
+PIP    := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
+# Test workers: the suite is split over 2 processes (pytest-xdist); coverage follows them.
+WORKERS ?= 2
 
 .PHONY: demo test lint typecheck pytest bench clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
+	$(PIP) -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PIP) -e '.[test]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PIP) -e '.[test,bench]'
 	touch $@
 
 demo: $(VENV)/.installed
@@ -36,7 +40,7 @@ typecheck: $(VENV)/.installed-test
 
 pytest: $(VENV)/.installed-test
 	rm -f .coverage .coverage.*
-	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage run -m pytest -n $(WORKERS) --dist worksteal
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report
 
