@@ -36,6 +36,7 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._serialise import to_json, to_wire
 
 try:
     __version__ = version("asyncapi-client")
@@ -73,4 +74,6 @@ __all__ = [
     "TransportError",
     "UserProfile",
     "__version__",
+    "to_json",
+    "to_wire",
 ]

@@ -7,7 +7,7 @@ import re
 from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from types import TracebackType
 from typing import Final, Self
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import aiohttp
 
@@ -41,9 +41,27 @@ _DeadlineArg = float | None | _Unset
 _NetworkArg = Network | str | None
 
 
+def _dot_segment(value: str) -> bool:
+    """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
+    however many times (such a segment is resolved away: another resource answers)."""
+    for _ in range(8):
+        if value in (".", ".."):
+            return True
+        decoded = unquote(value)
+        if decoded == value:
+            return False
+        value = decoded
+    return True  # still changing after eight rounds of decoding: nobody means that
+
+
 def _identifier(value: object, argument: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{argument} must be a non-empty string, got {value!r}")
+    if _dot_segment(value):
+        raise ValueError(
+            f"{argument} {value!r} is a dot segment (. or ..) once decoded: servers and "
+            f"proxies resolve it to another path, so it is never sent"
+        )
     try:
         return encode_segment(value)
     except UnicodeEncodeError:

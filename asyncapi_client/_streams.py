@@ -10,6 +10,7 @@ point where the consumer reaches its page, never earlier, never lost.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from contextlib import aclosing
@@ -61,7 +62,7 @@ async def walk_order_pages(
     the page that reaches it. A cursor the server handed back before raises
     :class:`PaginationError` once the page that carried it has been yielded.
     """
-    seen: set[str] = set()
+    seen: set[bytes] = set()  # digests: memory per page, not per cursor byte
     ahead: asyncio.Task[OrdersPage] | None = None
     count = 0
     try:
@@ -71,13 +72,14 @@ async def walk_order_pages(
             cursor = page.cursor
             repeated = None
             if page.orders and cursor and (max_items is None or count < max_items):
-                if cursor in seen:
+                digest = _digest(cursor)
+                if digest in seen:
                     repeated = PaginationError(
-                        f"the server handed back cursor {cursor!r} a second time; "
+                        f"the server handed back cursor {_shorten(cursor)} a second time; "
                         "stopping instead of walking in a loop"
                     )
                 else:
-                    seen.add(cursor)
+                    seen.add(digest)
                     ahead = asyncio.ensure_future(fetch(cursor))
             yield page
             if repeated is not None:
@@ -91,6 +93,17 @@ async def walk_order_pages(
             await _cancel_all([ahead])
 
 
+def _digest(cursor: str) -> bytes:
+    return hashlib.blake2b(cursor.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _shorten(text: str, keep: int = 80) -> str:
+    """``text`` for a message: its repr, cut in the middle when long."""
+    if len(text) <= keep:
+        return repr(text)
+    return f"{text[: keep // 2]!r}...{text[-keep // 2 :]!r} ({len(text):,} characters)"
+
+
 async def walk_leaderboard_pages(
     fetch: Callable[[int], Awaitable[LeaderboardPage]],
     *,
@@ -102,25 +115,34 @@ async def walk_leaderboard_pages(
     At most ``concurrency`` pages are in flight or held unread at any time, and with
     ``max_items`` no page is asked for that the entries still wanted do not need.
 
-    A live board shifts while it is walked, and a rank is the only identity an entry has
-    here: a rank an earlier page had is not yielded again (its first occurrence is kept, so
-    pages that overlap after a shift do not repeat ranks; ties within a page are kept, but a
-    tie that straddles a page boundary looks like an overlap and keeps only its first), and
-    pages the board gains during the walk are followed when a later page reports them. An
-    account that moves between two reads may still show up under two ranks or under none.
-    For an exact snapshot, walk a board that is not changing.
+    An entry is its address: an address already yielded is not yielded again, so pages that
+    overlap after a shift of a live board repeat nothing, while a tie split across two pages
+    keeps both of its entries. The walk ends at the first empty page, and a page after the
+    first that brings no address not already yielded raises :class:`PaginationError` (the
+    server ignores the page parameter). Pages the board gains during the walk are followed.
     """
     first = await fetch(1)
     last = first.total_pages
     per_page = max(first.limit, len(first.leaderboard), 1)
     wanted = max_items  # entries the consumer may still take; None: all of them
-    ranks: set[int] = set()
+    addresses: set[str] = set()
     queue: deque[asyncio.Task[LeaderboardPage]] = deque()
+    numbers: deque[int] = deque()  # the page number each task in the queue asked for
     next_page = 2
-    page = first
+    page, number = first, 1
     try:
         while True:
-            page = _first_of_each_rank(page, ranks)
+            fresh = _fresh_entries(page, addresses)
+            if number > 1 and page.leaderboard and not fresh.leaderboard:
+                raise PaginationError(
+                    f"leaderboard page {number} brings no entry the walk has not already "
+                    "yielded: the server seems to ignore the page parameter; stopping instead "
+                    "of walking in a loop"
+                )
+            page = fresh
+            if not page.leaderboard:
+                yield page  # the first empty page ends the walk
+                return
             if wanted is not None:
                 wanted -= len(page.leaderboard)
                 if wanted <= 0:
@@ -130,26 +152,27 @@ async def walk_leaderboard_pages(
                 if wanted is not None and wanted <= len(queue) * per_page:
                     break  # the pages already on their way bring what is wanted
                 queue.append(asyncio.ensure_future(fetch(next_page)))
+                numbers.append(next_page)
                 next_page += 1
             yield page
             if not queue:
                 return
             page = await queue[0]
             queue.popleft()
+            number = numbers.popleft()
             if page.total_pages > last:
                 last = page.total_pages
     finally:
         await _cancel_all(queue)
 
 
-def _first_of_each_rank(page: LeaderboardPage, ranks: set[int]) -> LeaderboardPage:
-    """The page without entries whose rank an earlier page already had.
-
-    Overlapping pages repeat ranks from earlier pages; ties within one page (1, 2, 2, 4)
-    are the server's data and are kept.
-    """
-    fresh = [entry for entry in page.leaderboard if entry.rank not in ranks]
-    ranks.update(entry.rank for entry in fresh)
+def _fresh_entries(page: LeaderboardPage, addresses: set[str]) -> LeaderboardPage:
+    """The page without entries whose address the walk already had (this page included)."""
+    fresh = []
+    for entry in page.leaderboard:
+        if entry.address not in addresses:
+            addresses.add(entry.address)
+            fresh.append(entry)
     if len(fresh) == len(page.leaderboard):
         return page
     return attrs.evolve(page, leaderboard=tuple(fresh))

@@ -17,9 +17,13 @@ between retries. A wait that would pass the deadline is not started: ``RequestTi
 is raised at once. Without a deadline an operation can take about
 ``(max_retries + 1) * timeout`` plus its waits.
 
-aiohttp itself resends an idempotent request once when the connection drops before the
-response headers arrive (RFC 9112 section 9.3.1, meant for stale keep-alive connections);
-that resend happens inside one of our attempts.
+One attempt is one request: aiohttp's own resend of an idempotent request after the
+connection drops (RFC 9112 section 9.3.1, which aiohttp does even on a fresh connection) is
+turned off, so ``max_retries=N`` means at most N+1 requests. Redirects are followed here,
+not by aiohttp: only to the same origin, or from http to https on the same host, at most
+:data:`MAX_REDIRECTS` hops; anything else is refused, so no caller header reaches another
+origin. Failures that cannot heal (a certificate that does not verify, a malformed HTTP
+response, a refused redirect) are raised at once. The client's own session keeps no cookies.
 
 Every aiohttp failure is translated into the library's errors in :func:`_translate`.
 """
@@ -63,6 +67,9 @@ log: Final = logging.getLogger("asyncapi_client")
 RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 #: How much of an error body is read to show in StatusError.body.
 _ERROR_BODY_BYTES: Final = 64 * 1024
+#: Redirect hops followed within one attempt.
+MAX_REDIRECTS: Final = 5
+_REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
 def _package_version() -> str:
@@ -115,7 +122,52 @@ class RetryPolicy:
 def _is_retryable(exc: ApiError) -> bool:
     if isinstance(exc, StatusError):
         return exc.status in RETRY_STATUSES
-    return isinstance(exc, TransportError) and not isinstance(exc, ResponseTooLargeError)
+    return (
+        isinstance(exc, TransportError)
+        and not isinstance(exc, ResponseTooLargeError)
+        and not getattr(exc, "_final", False)
+    )
+
+
+def _final(error: ApiError) -> ApiError:
+    """Mark ``error`` as one that cannot heal: it is raised at once, never retried."""
+    error._final = True  # type: ignore[attr-defined]
+    return error
+
+
+class _Dropped(aiohttp.ClientConnectionError):
+    """A dropped connection, re-raised under a type aiohttp does not resend after."""
+
+
+async def _no_resend(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """A middleware for a caller's session: one attempt stays one request."""
+    try:
+        return await handler(request)
+    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+        raise _Dropped(str(exc)) from exc
+
+
+def _same_origin(a: URL, b: URL) -> bool:
+    return a.scheme == b.scheme and a.host == b.host and a.port == b.port
+
+
+def _redirect(current: URL, location: str) -> URL | str:
+    """Where a redirect from ``current`` to ``location`` goes, or why it is refused."""
+    try:
+        target = current.join(URL(location))
+    except ValueError:
+        return "the Location is not a valid URL"
+    if target.scheme not in ("http", "https"):
+        return "not an HTTP URL"
+    if _same_origin(current, target):
+        return target.with_fragment(None)
+    if current.scheme == "http" and target.scheme == "https" and current.host == target.host:
+        return target.with_fragment(None)  # an upgrade to TLS on the same host
+    if current.scheme == "https" and target.scheme == "http":
+        return "it would leave TLS"
+    return "another origin"
 
 
 class _RateLimiter:
@@ -162,6 +214,8 @@ _RESTART: Final = _Restart()
 def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
     """The one place aiohttp's (and asyncio's) failures become the library's errors."""
     net = network.value
+    if isinstance(exc, _Dropped) and exc.__cause__ is not None:
+        exc = exc.__cause__
     if isinstance(exc, TimeoutError):
         return RequestTimeoutError(
             f"the attempt timed out ({type(exc).__name__})", url=url, network=net
@@ -170,21 +224,19 @@ def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
         return TransportError(f"the response body was cut short: {exc}", url=url, network=net)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return TransportError("the server closed the connection", url=url, network=net)
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return _final(
+            TransportError(
+                f"TLS failed, the certificate does not verify: {exc}", url=url, network=net
+            )
+        )
     if isinstance(exc, aiohttp.ClientSSLError):
         return TransportError(f"TLS failed: {exc}", url=url, network=net)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return TransportError(f"could not connect: {exc}", url=url, network=net)
-    if isinstance(exc, aiohttp.TooManyRedirects):
-        status = exc.history[-1].status if exc.history else exc.status  # the last redirect's
-        return StatusError(
-            f"HTTP {status}: too many redirects ({len(exc.history)} followed)",
-            status=status,
-            url=url,
-            network=net,
-        )
-    if isinstance(exc, aiohttp.ClientResponseError):
+    if type(exc) is aiohttp.ClientResponseError:  # the parser refused what the server sent
         detail = exc.message or type(exc).__name__
-        return TransportError(f"malformed HTTP response: {detail}", url=url, network=net)
+        return _final(TransportError(f"malformed HTTP response: {detail}", url=url, network=net))
     detail = str(exc) or type(exc).__name__
     return TransportError(f"the request failed: {detail}", url=url, network=net)
 
@@ -231,6 +283,11 @@ class Transport:
         # Per request: our headers only when the session is not ours (ours has them built
         # in); the trace context only when a trace config can see it.
         self._request_headers = None if session is None else self._headers
+        # A caller's session would resend a request after a dropped connection: our
+        # middleware, innermost, stops that (its own middlewares are kept).
+        self._middlewares = (
+            None if session is None else (*getattr(session, "_middlewares", ()), _no_resend)
+        )
         self._tracing = bool(self._trace_configs) or session is not None
         self._session = session
         self._owns_session = session is None
@@ -262,7 +319,11 @@ class Transport:
                 headers=self._headers,
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
+            # One attempt, one request: no resend after a dropped connection (aiohttp's
+            # own test client turns it off the same way; tests count requests to prove it).
+            self._session._retry_connection = False
         self._state = _State.OPENED
         return self._session
 
@@ -508,18 +569,45 @@ class Transport:
         slots = self._slots
         if slots is not None:
             await slots.acquire()
+        target = URL(url, encoded=True)
+        hops = 0
         try:
-            async with session.get(
-                URL(url, encoded=True),
-                headers=self._request_headers,
-                timeout=self._timeout,
-                trace_request_ctx=(
-                    {"operation": operation, "network": network.value, "attempt": attempt + 1}
-                    if self._tracing
-                    else None
-                ),
-            ) as response:
+            while True:
+                response = await session.get(
+                    target,
+                    headers=self._request_headers,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    middlewares=self._middlewares,
+                    trace_request_ctx=(
+                        {"operation": operation, "network": network.value, "attempt": attempt + 1}
+                        if self._tracing
+                        else None
+                    ),
+                )
                 status = response.status
+                if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
+                    break
+                response.release()
+                location = response.headers["Location"]
+                follow = _redirect(target, location)
+                if isinstance(follow, str) or hops == MAX_REDIRECTS:
+                    why = (
+                        follow
+                        if isinstance(follow, str)
+                        else f"too many redirects ({hops} followed)"
+                    )
+                    raise _final(
+                        StatusError(
+                            f"HTTP {status}: the redirect to {location!r} was refused: {why}",
+                            status=status,
+                            url=url,
+                            headers=response.headers,
+                            network=network.value,
+                        )
+                    )
+                target, hops = follow, hops + 1
+            async with response:
                 if status >= 300 or status < 200:
                     text = await _read_preview(response)
                     raise status_error(

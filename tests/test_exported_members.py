@@ -42,9 +42,11 @@ CONTRACT_CLASSES = {
     "LimiterError",
 }
 
+CONTRACT_FUNCTIONS = {"to_json", "to_wire"}
+
 
 def test_all_is_exactly_the_contract() -> None:
-    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | {"__version__"}
+    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | CONTRACT_FUNCTIONS | {"__version__"}
 
 
 def test_all_is_sorted_without_duplicates() -> None:
@@ -56,6 +58,11 @@ def test_every_name_resolves() -> None:
         assert getattr(asyncapi_client, name) is not None, name
     for name in CONTRACT_CLASSES:
         assert isinstance(getattr(asyncapi_client, name), type), name
+    for name in CONTRACT_FUNCTIONS:
+        function = getattr(asyncapi_client, name)
+        assert callable(function), name
+        assert function.__module__.startswith("asyncapi_client"), name
+        assert function.__doc__, name
     assert isinstance(asyncapi_client.__version__, str)
 
 

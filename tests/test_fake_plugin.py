@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -105,3 +107,89 @@ def test_the_plugin_works_in_a_strict_mode_suite_of_its_own(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+async def test_fake_client_is_a_testing_client_of_fake_server(
+    fake_server: FakeServer, fake_client: Client
+) -> None:
+    fake_server.set_fault("tokens", Fault(rate_limit_burst=2, retry_after=30))
+    tokens = await fake_client.tokens(network="testnet")  # two 429s, no waits
+    assert len(tokens) == len(fake_server.exchange.tokens)
+    assert [(r.network, r.status) for r in fake_server.requests] == [
+        ("testnet", 429),
+        ("testnet", 429),
+        ("testnet", 200),
+    ]
+    assert not fake_client.closed
+
+
+CLOSED: list[Client] = []
+
+
+async def test_fake_client_remembered(fake_client: Client) -> None:
+    CLOSED.append(fake_client)
+    assert not fake_client.closed
+
+
+def test_fake_client_was_closed_after_its_test() -> None:
+    if not CLOSED:  # pragma: no cover - run alone, or in another order
+        pytest.skip("needs test_fake_client_remembered to run first")
+    assert all(client.closed for client in CLOSED)
+
+
+NO_ASYNCIO_SUITE = """
+import pytest
+
+
+def test_server(fake_server):
+    pass
+
+
+def test_client(fake_client):
+    pass
+
+
+def test_exchange_still_works(fake_exchange):
+    assert fake_exchange.tokens
+"""
+
+
+def test_without_pytest_asyncio_the_error_names_it(tmp_path: Path) -> None:
+    """pytest-asyncio missing: the async fixtures fail with a line that names it and the extra."""
+    blocker = tmp_path / "blocker" / "pytest_asyncio"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('pytest_asyncio is not here')\n")
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_user_bot.py").write_text(NO_ASYNCIO_SUITE)
+    (suite / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env["PYTHONPATH"] = str(blocker.parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio", suite],
+        cwd=suite,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "2 errors" in output, output
+    assert "1 passed" in output, output
+    for name in ("fake_server", "fake_client"):
+        assert (
+            f"the {name} fixture of asyncapi_client.testing needs pytest-asyncio, which is not "
+            "installed: pip install 'asyncapi-client[testing]'"
+        ) in output
+
+
+def test_the_testing_extra_installs_pytest_and_pytest_asyncio() -> None:
+    requires = importlib.metadata.requires("asyncapi-client") or []
+    testing = {
+        re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].lower()
+        for r in requires
+        if re.search(r"extra\s*==\s*['\"]testing['\"]", r)
+    }
+    assert testing == {"pytest", "pytest-asyncio"}

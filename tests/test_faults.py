@@ -32,6 +32,7 @@ from tests._faultserver import (
     FaultServer,
     TraceRecorder,
     big_body,
+    close,
     cut_short,
     endless_chunks,
     hang,
@@ -73,7 +74,8 @@ async def test_retryable_status_recovers_on_retry(status: int) -> None:
 
 FAULTS: dict[str, tuple[list[Behaviour], int]] = {
     # name: (script, requests the server sees); one failed attempt of ours in each case
-    "reset before the answer": ([reset(), reset()], 3),  # aiohttp resends once by itself
+    "reset before the answer": ([reset()], 2),
+    "closed before the answer": ([close()], 2),
     "reset in the middle of the body": ([reset_mid_body()], 2),
     "body shorter than its Content-Length": ([cut_short(announced=1000)], 2),
     "no answer within the attempt timeout": ([hang()], 2),

@@ -33,6 +33,8 @@ from asyncapi_client import (
     Token,
     UserProfile,
     __version__,
+    to_json,
+    to_wire,
 )
 
 
@@ -143,6 +145,15 @@ def models(
     del address, decimals, supply, logo, price_usd, token0, kind, tvl, base, quote, numbers
     del pool_id, balances, positions, orders, cursor, side, status, amounts, timestamp, ids
     del counts, rank, score
+
+    # to_wire: one model -> one dict, a sequence of models -> a list of dicts; to_json: bytes.
+    one: dict[str, Any] = to_wire(pool)
+    many: list[dict[str, Any]] = to_wire(page.orders)
+    pages: list[dict[str, Any]] = to_wire([page, board, user, token, market])
+    entries_wire: list[dict[str, Any]] = to_wire(entries)
+    body: bytes = to_json(user) + to_json(entries) + to_json([order])
+    hashed: int = hash(user)
+    del one, many, pages, entries_wire, body, hashed
 
 
 def errors(error: ApiError) -> None:
