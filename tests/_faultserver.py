@@ -1,31 +1,26 @@
-"""A raw asyncio socket server for the faults aiohttp.web cannot fake.
-
-Each connection reads one request and plays the next behaviour of a script: a normal
-answer, a reset (RST) before or in the middle of the body, a body shorter than its
-Content-Length, no answer at all, a chunked body that never ends, a huge body. Every
-answer says ``Connection: close``, so one connection is one request and the server's
-count of requests is exact.
-
-Servers run on an event loop in a thread of their own (:class:`ServerThread`): the test's
-loop then holds nothing but the client's tasks, so ``asyncio.all_tasks()`` can be checked
-exactly after a test.
-"""
+"""Old import path, kept until the tests that use it move: see ``_rawserver`` and ``_checks``."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import socket
-import struct
-import threading
-import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from types import SimpleNamespace, TracebackType
-from typing import Any, Self, TypeVar
-
-import aiohttp
-import attrs
+from asyncapi_client.testing._thread import LoopThread
+from tests._checks import TraceRecorder, assert_clean, settled, stray_tasks
+from tests._oracle import pool_json
+from tests._rawserver import (
+    Behaviour,
+    Conn,
+    RawServer,
+    big_body,
+    close,
+    cut_short,
+    drain_accepts,
+    endless_chunks,
+    hang,
+    raw,
+    reserve_port,
+    reset,
+    reset_mid_body,
+    respond,
+)
 
 __all__ = [
     "Behaviour",
@@ -35,10 +30,12 @@ __all__ = [
     "TraceRecorder",
     "assert_clean",
     "big_body",
+    "close",
     "cut_short",
     "endless_chunks",
     "hang",
     "pool_json",
+    "raw",
     "reserve_port",
     "reset",
     "reset_mid_body",
@@ -47,431 +44,10 @@ __all__ = [
     "stray_tasks",
 ]
 
-T = TypeVar("T")
+FaultServer = RawServer
 
-#: How long any server-side wait may last before the server gives up on its own.
-SERVER_LIMIT = 20.0
 
+class ServerThread(LoopThread):
+    """The shared server loop under its old name."""
 
-class ServerThread:
-    """An event loop running in a daemon thread; servers live there, not in the test's loop.
-
-    One is shared by the whole test process (:meth:`shared`): each server is started and
-    stopped by its test, the loop goes on, so whatever a stopped server still has to close
-    is closed on a running loop.
-    """
-
-    _shared: ServerThread | None = None
-    _lock = threading.Lock()
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-
-    @classmethod
-    def shared(cls) -> ServerThread:
-        """The process-wide server loop, started on first use."""
-        with cls._lock:
-            if cls._shared is None:
-                cls._shared = cls("test-servers")
-            return cls._shared
-
-    async def run(self, coro: Coroutine[Any, Any, T], within: float = 10.0) -> T:
-        """Run ``coro`` on the server loop and await its result from the test's loop."""
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        return await asyncio.wait_for(asyncio.wrap_future(future), within)
-
-    @staticmethod
-    async def drain_accepts() -> None:
-        """Let connections already waiting to be accepted be accepted (run on the server loop).
-
-        Python 3.11's asyncio leaks a connection accepted on the same turn its server is
-        closed (``Server._attach`` asserts, the half-made transport and its socket are
-        dropped unclosed). Clients that gave up mid-connect leave such connections in the
-        backlog, so a server takes them in before it closes.
-        """
-        for _ in range(5):
-            await asyncio.sleep(0)
-
-
-@attrs.define
-class Conn:
-    """One accepted connection and the request read from it."""
-
-    index: int
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-    method: str = ""
-    target: str = ""
-    headers: dict[str, str] = attrs.field(factory=dict)
-    at: float = 0.0  # time.monotonic() when the request was read
-    wall: float = 0.0  # time.time() then (for HTTP dates)
-    sent: int = 0  # body bytes the server managed to hand to the socket
-
-
-Behaviour = Callable[[Conn], Awaitable[None]]
-
-
-def _head(status: int, headers: Mapping[str, str]) -> bytes:
-    lines = [f"HTTP/1.1 {status} X"] + [f"{k}: {v}" for k, v in headers.items()]
-    lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _rst(conn: Conn) -> None:
-    """Close with a TCP reset instead of an orderly FIN."""
-    sock = conn.writer.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    conn.writer.transport.abort()
-
-
-def respond(
-    status: int = 200,
-    body: bytes | str | object = b"{}",
-    headers: Mapping[str, str] | None = None,
-    delay: float = 0.0,
-    chunked: bool = False,
-) -> Behaviour:
-    """A complete answer (``body`` may be bytes, text, or something to dump as JSON),
-    with a Content-Length or, ``chunked``, in chunks of 100 bytes without one."""
-    if isinstance(body, str):
-        raw = body.encode()
-    elif isinstance(body, bytes):
-        raw = body
-    else:
-        raw = json.dumps(body).encode()
-
-    async def play(conn: Conn) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        if chunked:
-            head = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
-            pieces = [raw[i : i + 100] for i in range(0, len(raw), 100)]
-            payload = b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in pieces)
-            payload += b"0\r\n\r\n"
-        else:
-            head = {"Content-Type": "application/json", "Content-Length": str(len(raw))}
-            payload = raw
-        conn.writer.write(_head(status, {**head, **(headers or {})}) + payload)
-        await conn.writer.drain()
-        conn.sent += len(raw)
-
-    return play
-
-
-def reset() -> Behaviour:
-    """Read the request, then reset the connection without a byte of answer."""
-
-    async def play(conn: Conn) -> None:
-        _rst(conn)
-
-    return play
-
-
-def reset_mid_body(body: bytes = b'{"poolId": "p", "more": "' + b"x" * 200 + b'"}') -> Behaviour:
-    """Send the headers and half the body, then reset the connection."""
-
-    async def play(conn: Conn) -> None:
-        head = {"Content-Type": "application/json", "Content-Length": str(len(body))}
-        conn.writer.write(_head(200, head) + body[: len(body) // 2])
-        await conn.writer.drain()
-        conn.sent += len(body) // 2
-        _rst(conn)
-
-    return play
-
-
-def cut_short(announced: int = 1000, body: bytes = b'{"poolId": "cut') -> Behaviour:
-    """Announce ``announced`` bytes, send fewer, close in order (FIN, no reset)."""
-
-    async def play(conn: Conn) -> None:
-        head = {"Content-Type": "application/json", "Content-Length": str(announced)}
-        conn.writer.write(_head(200, head) + body)
-        await conn.writer.drain()
-        conn.sent += len(body)
-
-    return play
-
-
-def hang() -> Behaviour:
-    """Read the request and never answer; return once the client has gone away."""
-
-    async def play(conn: Conn) -> None:
-        with contextlib.suppress(TimeoutError, ConnectionError):
-            async with asyncio.timeout(SERVER_LIMIT):
-                await conn.reader.read()  # b"" when the client closes its side
-
-    return play
-
-
-def endless_chunks(chunk: int = 16, every: float = 0.05) -> Behaviour:
-    """A chunked 200 whose body never ends: ``chunk`` bytes every ``every`` seconds."""
-    frame = f"{chunk:x}\r\n".encode() + b"x" * chunk + b"\r\n"
-
-    async def play(conn: Conn) -> None:
-        head = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
-        conn.writer.write(_head(200, head))
-        with contextlib.suppress(TimeoutError, ConnectionError):
-            async with asyncio.timeout(SERVER_LIMIT):
-                while not conn.writer.is_closing():
-                    conn.writer.write(frame)
-                    await conn.writer.drain()
-                    conn.sent += chunk
-                    await asyncio.sleep(every)
-
-    return play
-
-
-def big_body(size: int, *, announce: bool = True, chunk: int = 64 * 1024) -> Behaviour:
-    """A 200 with a body of ``size`` bytes, announced by Content-Length or sent chunked.
-
-    Stops at the first write the client no longer takes; ``Conn.sent`` says how far it got.
-    """
-    data = b" " * chunk
-
-    async def play(conn: Conn) -> None:
-        if announce:
-            head = {"Content-Type": "application/json", "Content-Length": str(size)}
-        else:
-            head = {"Content-Type": "application/json", "Transfer-Encoding": "chunked"}
-        conn.writer.write(_head(200, head))
-        frame = data if announce else f"{chunk:x}\r\n".encode() + data + b"\r\n"
-        with contextlib.suppress(TimeoutError, ConnectionError):
-            async with asyncio.timeout(SERVER_LIMIT):
-                while conn.sent < size:
-                    if conn.writer.is_closing():
-                        return
-                    conn.writer.write(frame)
-                    await conn.writer.drain()
-                    conn.sent += chunk
-                if not announce:
-                    conn.writer.write(b"0\r\n\r\n")
-                    await conn.writer.drain()
-
-    return play
-
-
-def token_json(address: str = "0xtoken") -> dict[str, Any]:
-    return {
-        "address": address,
-        "name": "Token",
-        "symbol": "TOK",
-        "decimals": 18,
-        "totalSupply": "1000000",
-        "logoUri": None,
-        "priceUsd": 1.5,
-    }
-
-
-def pool_json(pool_id: str = "p1") -> dict[str, Any]:
-    """A valid Pool body."""
-    return {
-        "poolId": pool_id,
-        "baseToken": token_json("0xbase"),
-        "quoteToken": token_json("0xquote"),
-        "price": 2.5,
-        "priceChange24h": -0.5,
-        "volume24h": 1000.0,
-        "tvl": 5000.0,
-    }
-
-
-def reserve_port() -> socket.socket:
-    """A socket bound to a loopback port that does not listen yet: connecting is refused."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    return sock
-
-
-class FaultServer:
-    """Plays ``script`` (one behaviour per request, in order), then ``default`` forever.
-
-    ``async with FaultServer([...]) as server:`` starts it; ``server.base_url`` is its
-    address and ``server.conns`` every request it read, in order. With ``sock`` (see
-    :func:`reserve_port`) and ``listen=False`` connections are refused until
-    :meth:`listen` is awaited.
-    """
-
-    def __init__(
-        self,
-        script: Sequence[Behaviour] = (),
-        *,
-        default: Behaviour | None = None,
-        sock: socket.socket | None = None,
-        listen: bool = True,
-    ) -> None:
-        self._script = list(script)
-        self._default = default or respond(200, pool_json())
-        self._sock = sock or reserve_port()
-        self._listen_at_start = listen
-        self.port: int = self._sock.getsockname()[1]
-        self.conns: list[Conn] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._thread: ServerThread | None = None
-        self._server: asyncio.Server | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def count(self) -> int:
-        """Requests read so far."""
-        return len(self.conns)
-
-    @property
-    def times(self) -> list[float]:
-        """When each request was read (time.monotonic())."""
-        return [conn.at for conn in self.conns]
-
-    async def __aenter__(self) -> Self:
-        self._thread = ServerThread.shared()
-        if self._listen_at_start:
-            await self.listen()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        assert self._thread is not None
-        await self._thread.run(self._close())
-        self._sock.close()
-
-    async def listen(self) -> None:
-        """Start accepting connections (a no-op when already listening)."""
-        assert self._thread is not None
-        if self._server is None:
-            self._server = await self._thread.run(self._start())
-
-    async def _start(self) -> asyncio.Server:
-        return await asyncio.start_server(self._handle, sock=self._sock)
-
-    async def _close(self) -> None:
-        await ServerThread.drain_accepts()
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5):
-                    await self._server.wait_closed()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            async with asyncio.timeout(SERVER_LIMIT):
-                head = await reader.readuntil(b"\r\n\r\n")
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
-            writer.close()
-            return
-        conn = Conn(index=len(self.conns), reader=reader, writer=writer)
-        request_line, *header_lines = head.decode("latin-1").split("\r\n")
-        conn.method, conn.target, _ = request_line.split(" ", 2)
-        for line in header_lines:
-            if line:
-                name, _, value = line.partition(":")
-                conn.headers[name.strip().lower()] = value.strip()
-        conn.at, conn.wall = time.monotonic(), time.time()
-        behaviour = self._script[conn.index] if conn.index < len(self._script) else self._default
-        self.conns.append(conn)
-        self.in_flight += 1
-        self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        try:
-            await behaviour(conn)
-        except ConnectionError:
-            pass  # the client went away first: that is the point of several behaviours
-        finally:
-            self.in_flight -= 1
-            if not writer.is_closing():
-                writer.close()
-            with contextlib.suppress(ConnectionError, TimeoutError):
-                async with asyncio.timeout(2):
-                    await writer.wait_closed()
-
-
-# --- checks shared by the fault, resilience, stream and observability tests -----------------
-
-
-def stray_tasks() -> set[asyncio.Task[Any]]:
-    """Every task of the running loop except the current one."""
-    return asyncio.all_tasks() - {asyncio.current_task()}
-
-
-async def settled(condition: Callable[[], bool], turns: int = 2000) -> bool:
-    """Let the loop turn until ``condition`` holds, at most ``turns`` times; return it.
-
-    Why a loop of ``sleep(0)``: after ``break`` out of an ``async for`` (without
-    ``aclosing``) the generator is closed by the event loop's asyncgen finalizer hook
-    (PEP 525), which schedules ``aclose()`` as a new task on a later turn of the loop, and
-    its cleanup takes a few more turns. Waiting for that is part of the contract; the
-    bound keeps a leak from hanging the test.
-    """
-    for _ in range(turns):
-        if condition():
-            return True
-        await asyncio.sleep(0)
-    return condition()
-
-
-async def assert_clean(connector: aiohttp.BaseConnector | None = None) -> None:
-    """No task of ours left pending and, given a connector, no connection checked out."""
-
-    def clean() -> bool:
-        return not stray_tasks() and (connector is None or len(connector._acquired) == 0)
-
-    await settled(clean)
-    assert not stray_tasks(), f"tasks left behind: {stray_tasks()}"
-    if connector is not None:
-        assert len(connector._acquired) == 0, f"connections checked out: {connector._acquired}"
-
-
-class TraceRecorder:
-    """An aiohttp TraceConfig that records each attempt's ``trace_request_ctx`` and URL.
-
-    ``on_failure`` (optional) is awaited when an attempt fails, before the client retries.
-    """
-
-    def __init__(self, on_failure: Callable[[], Awaitable[None]] | None = None) -> None:
-        self.config = aiohttp.TraceConfig()
-        self.starts: list[dict[str, Any]] = []
-        self.urls: list[str] = []
-        self.ends: list[int] = []
-        self.failures: list[BaseException] = []
-        self._on_failure = on_failure
-        self.config.on_request_start.append(self._start)
-        self.config.on_request_end.append(self._end)
-        self.config.on_request_exception.append(self._failed)
-
-    async def _start(
-        self,
-        session: aiohttp.ClientSession,
-        ctx: SimpleNamespace,
-        params: aiohttp.TraceRequestStartParams,
-    ) -> None:
-        self.starts.append(dict(ctx.trace_request_ctx))
-        self.urls.append(str(params.url))
-
-    async def _end(
-        self,
-        session: aiohttp.ClientSession,
-        ctx: SimpleNamespace,
-        params: aiohttp.TraceRequestEndParams,
-    ) -> None:
-        self.ends.append(params.response.status)
-
-    async def _failed(
-        self,
-        session: aiohttp.ClientSession,
-        ctx: SimpleNamespace,
-        params: aiohttp.TraceRequestExceptionParams,
-    ) -> None:
-        self.failures.append(params.exception)
-        if self._on_failure is not None:
-            await self._on_failure()
-
-    @property
-    def attempts(self) -> int:
-        return len(self.starts)
+    drain_accepts = staticmethod(drain_accepts)

@@ -34,6 +34,18 @@ CONTRACT_CLASSES = {
     "DecodeError",
     "ResponseTooLargeError",
     "PaginationError",
+    # Second round: limiters
+    "Rate",
+    "LocalLimiter",
+    "Limiter",
+    "Admission",
+    "LimiterError",
+    # Second round: per-call results and retry events
+    "Response",
+    "RetryEvent",
+    # Second round: resumable walks
+    "Walk",
+    "Checkpoint",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}

@@ -376,8 +376,14 @@ async def test_every_request_is_recorded(server: FakeServer, exchange: FakeExcha
         time=tokens.time,
         status=200,
         fault=None,
+        answered_at=tokens.answered_at,
     )
-    assert before <= tokens.time <= markets.time <= orders.time <= after
+    assert tokens.headers["user-agent"].startswith("asyncapi-client/")
+    assert tokens.param is None
+    assert tokens.answered_at is not None
+    assert before <= tokens.time <= tokens.answered_at <= markets.time <= orders.time <= after
+    assert markets.param == exchange.tokens[0]["symbol"]
+    assert pool.param == "id/with slash"
     assert (markets.network, markets.operation, markets.status) == (
         Network.TESTNET,
         "token_markets",

@@ -29,7 +29,8 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._decode import to_wire
-from tests._contract_server import ContractServer, Reply, canned
+from asyncapi_client.testing import FakeServer, Reply
+from tests._oracle import canned, oracle_server
 
 
 @pytest.fixture(autouse=True)
@@ -38,8 +39,18 @@ def _no_env_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASYNCAPI_TESTNET_BASE_URL", raising=False)
 
 
-def make_client(server: ContractServer, **kwargs: Any) -> Client:
+def make_client(server: FakeServer, **kwargs: Any) -> Client:
     return Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url, **kwargs)
+
+
+def operations(server: FakeServer) -> list[tuple[str, str | None]]:
+    """(network, operation) of every request, in arrival order."""
+    return [(r.network.value, r.operation) for r in server.requests]
+
+
+def always(server: FakeServer, reply: Reply) -> None:
+    """Answer every request with ``reply`` instead of the oracle."""
+    server.script("*", reply, repeat=True)
 
 
 # name -> (call with a network keyword, the operation's path parameter, the query it sends)
@@ -75,12 +86,12 @@ def as_wire(operation: str, result: Any) -> Any:
 @pytest.mark.parametrize("network", ["mainnet", "testnet"])
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 async def test_every_operation_on_both_networks(
-    server: ContractServer, operation: str, network: str
+    server: FakeServer, operation: str, network: str
 ) -> None:
     call, param, query = OPERATIONS[operation]
     async with make_client(server) as client:
         result = await call(client, network)
-    (seen,) = server.seen
+    (seen,) = server.requests
     assert (seen.network, seen.method, seen.operation) == (network, "GET", operation)
     assert seen.param == param
     assert seen.query == query
@@ -92,14 +103,14 @@ async def test_every_operation_on_both_networks(
 
 @pytest.mark.parametrize("client_network", ["mainnet", "testnet", "TESTNET", Network.MAINNET])
 async def test_client_network_picks_the_host_and_token_markets_defaults_to_testnet(
-    server: ContractServer, client_network: str
+    server: FakeServer, client_network: str
 ) -> None:
     async with make_client(server, network=client_network) as client:
         await client.pool("p")
         await client.token_markets("t")
         await client.token_markets("t", network="mainnet")
     want = client_network.lower()
-    assert server.operations() == [
+    assert operations(server) == [
         (want, "pool"),
         ("testnet", "token_markets"),
         ("mainnet", "token_markets"),
@@ -107,7 +118,7 @@ async def test_client_network_picks_the_host_and_token_markets_defaults_to_testn
 
 
 async def test_hosts_from_the_environment(
-    server: ContractServer, monkeypatch: pytest.MonkeyPatch
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ASYNCAPI_BASE_URL", server.base_url)
     monkeypatch.setenv("ASYNCAPI_TESTNET_BASE_URL", server.testnet_base_url + "/")
@@ -115,7 +126,7 @@ async def test_hosts_from_the_environment(
         await client.pool("p")
         await client.token_markets("t")
         await client.leaderboard(network="testnet")
-    assert server.operations() == [
+    assert operations(server) == [
         ("mainnet", "pool"),
         ("testnet", "token_markets"),
         ("testnet", "leaderboard"),
@@ -123,7 +134,7 @@ async def test_hosts_from_the_environment(
 
 
 async def test_arguments_win_over_the_environment(
-    server: ContractServer, monkeypatch: pytest.MonkeyPatch
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Port 9 on loopback: nothing listens there; a request to it would fail.
     monkeypatch.setenv("ASYNCAPI_BASE_URL", "http://127.0.0.1:9")
@@ -131,13 +142,13 @@ async def test_arguments_win_over_the_environment(
     async with make_client(server) as client:
         await client.pool("p")
         await client.token_markets("t")
-    assert server.operations() == [("mainnet", "pool"), ("testnet", "token_markets")]
+    assert operations(server) == [("mainnet", "pool"), ("testnet", "token_markets")]
 
 
 @pytest.mark.parametrize("trailing", ["", "/"])
 async def test_path_prefix_is_kept(trailing: str) -> None:
     async with (
-        ContractServer(prefix="/gw/v2") as server,
+        oracle_server(prefix="/gw/v2") as server,
         Client(
             base_url=server.base_url + trailing,
             testnet_base_url=server.testnet_base_url + trailing,
@@ -150,12 +161,12 @@ async def test_path_prefix_is_kept(trailing: str) -> None:
     assert markets[0].token0.address == "t"
     assert len(page.orders) == 2
     # The server strips its prefix before routing: every request carried it.
-    assert [s.operation for s in server.seen] == ["pool", "token_markets", "orders"]
+    assert [r.operation for r in server.requests] == ["pool", "token_markets", "orders"]
 
 
 async def test_a_request_without_the_prefix_is_not_routed() -> None:
     """Guard for the test above: the prefixed server refuses un-prefixed paths."""
-    async with ContractServer(prefix="/gw/v2") as server:
+    async with oracle_server(prefix="/gw/v2") as server:
         base = server.base_url.removesuffix("/gw/v2")
         async with Client(base_url=base, max_retries=0) as client:
             with pytest.raises(NotFoundError):
@@ -165,7 +176,7 @@ async def test_a_request_without_the_prefix_is_not_routed() -> None:
 # --- sessions and lifecycle ----------------------------------------------------------------
 
 
-async def test_caller_session_is_used_and_left_open(server: ContractServer) -> None:
+async def test_caller_session_is_used_and_left_open(server: FakeServer) -> None:
     async with aiohttp.ClientSession(headers={"X-Session": "mine"}) as session:
         client = make_client(server, session=session, headers={"X-Client": "c"})
         pool = await client.pool("p")
@@ -180,25 +191,27 @@ async def test_caller_session_is_used_and_left_open(server: ContractServer) -> N
         with pytest.raises(RuntimeError):
             await client.pool("p")
     assert pool.pool_id == "p"
-    first = server.seen[0]
+    first = server.requests[0]
     assert first.headers["X-Session"] == "mine"
     assert first.headers["X-Client"] == "c"
     assert first.headers["User-Agent"].startswith("asyncapi-client/")
-    assert len(server.seen) == 2
+    assert len(server.requests) == 2
 
 
-async def test_fifty_concurrent_calls_on_one_client(server: ContractServer) -> None:
+async def test_fifty_concurrent_calls_on_one_client(server: FakeServer) -> None:
     ids = [f"pool-{i}" for i in range(50)]
-    server.hold_until(50)  # no answer until all 50 are at the server: they are concurrent
-    async with make_client(server, max_retries=0) as client:
-        async with asyncio.timeout(60):
-            pools = await asyncio.gather(*(client.pool(i) for i in ids))
+    async with make_client(server, max_retries=0) as client, server.gate("pool") as gate:
+        calls = asyncio.gather(*(client.pool(i) for i in ids))
+        await gate.arrived(50)  # no answer until all 50 are at the server: they are concurrent
+        assert server.in_flight == 50
+        gate.release()
+        pools = await calls
     assert [p.pool_id for p in pools] == ids
-    assert len(server.seen) == 50
-    assert sorted(s.param or "" for s in server.seen) == sorted(ids)
+    assert server.max_in_flight == 50
+    assert sorted(r.param or "" for r in server.requests) == sorted(ids)
 
 
-async def test_close_twice_and_use_after_close(server: ContractServer) -> None:
+async def test_close_twice_and_use_after_close(server: FakeServer) -> None:
     client = make_client(server)
     await client.pool("p")
     states = [client.closed]
@@ -210,10 +223,10 @@ async def test_close_twice_and_use_after_close(server: ContractServer) -> None:
         await client.pool("p")
     with pytest.raises(RuntimeError):
         await client.tokens()
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
-async def test_async_with_closes(server: ContractServer) -> None:
+async def test_async_with_closes(server: FakeServer) -> None:
     async with make_client(server) as client:
         await client.user("u")
     assert client.closed
@@ -221,30 +234,30 @@ async def test_async_with_closes(server: ContractServer) -> None:
         await client.user("u")
 
 
-async def test_close_without_any_call_is_fine(server: ContractServer) -> None:
+async def test_close_without_any_call_is_fine(server: FakeServer) -> None:
     client = make_client(server)
     await client.close()
     assert client.closed
-    assert server.seen == []
+    assert server.requests == []
 
 
 def test_client_constructed_outside_a_running_loop_works_inside_one() -> None:
     """No session (and no loop) is needed to construct a client: the session is made on use."""
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()
-    server = ContractServer()  # its sockets are bound already: the addresses are known
-    client = make_client(server)
+    with oracle_server().in_thread() as server:  # on a loop of its own: the addresses are known
+        client = make_client(server)
 
-    async def use() -> str:
-        async with server, client:
-            return (await client.pool("p")).pool_id
+        async def use() -> str:
+            async with client:
+                return (await client.pool("p")).pool_id
 
-    assert asyncio.run(use()) == "p"
+        assert asyncio.run(use()) == "p"
     assert client.closed
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
-async def test_no_session_exists_before_the_first_call(server: ContractServer) -> None:
+async def test_no_session_exists_before_the_first_call(server: FakeServer) -> None:
     """An unused client holds no aiohttp session: dropping it unclosed warns about nothing."""
     client = make_client(server)
     assert client._transport._session is None
@@ -279,10 +292,10 @@ async def test_no_session_exists_before_the_first_call(server: ContractServer) -
     ],
 )
 async def test_status_maps_to_its_error_class(
-    server: ContractServer, status: int, cls: type[StatusError]
+    server: FakeServer, status: int, cls: type[StatusError]
 ) -> None:
     body = f'{{"error": "nope", "code": {status}}}'
-    server.always = Reply(status=status, body=body, headers={"X-Trace": "abc-123"})
+    always(server, Reply(status, body=body, headers={"X-Trace": "abc-123"}))
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(StatusError) as info:
             await client.pool("p-1")
@@ -294,19 +307,19 @@ async def test_status_maps_to_its_error_class(
     assert error.body == body
     assert error.headers["X-Trace"] == "abc-123"
     assert error.network == "mainnet"
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
-async def test_retryable_statuses_in_testing_mode_do_not_wait(server: ContractServer) -> None:
+async def test_retryable_statuses_in_testing_mode_do_not_wait(server: FakeServer) -> None:
     """set_testing(True) keeps the attempts but not the waits: 4 quick attempts, then the error."""
-    server.always = Reply(status=503, body="down", headers={"Retry-After": "30"})
+    always(server, Reply(503, body="down", headers={"Retry-After": "30"}))
     async with make_client(server, max_retries=3) as client:
         client.set_testing(True)
         started = time.monotonic()
         with pytest.raises(ServerError):
             await client.pool("p")
         assert time.monotonic() - started < 10
-    assert len(server.seen) == 4
+    assert len(server.requests) == 4
 
 
 def http_date(offset: float) -> str:
@@ -327,11 +340,11 @@ def http_date(offset: float) -> str:
     ],
 )
 async def test_rate_limit_error_parses_retry_after(
-    server: ContractServer, header: str, low: float, high: float
+    server: FakeServer, header: str, low: float, high: float
 ) -> None:
     if header.startswith("DATE"):
         header = http_date(float(header[4:]))
-    server.always = Reply(status=429, body="slow down", headers={"Retry-After": header})
+    always(server, Reply(429, body="slow down", headers={"Retry-After": header}))
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(RateLimitError) as info:
             await client.tokens()
@@ -343,19 +356,19 @@ async def test_rate_limit_error_parses_retry_after(
 
 @pytest.mark.parametrize("header", [None, "soon", "", "nan", "inf", "Mon, 99 Foo 2024"])
 async def test_rate_limit_error_without_a_usable_retry_after(
-    server: ContractServer, header: str | None
+    server: FakeServer, header: str | None
 ) -> None:
     headers = {} if header is None else {"Retry-After": header}
-    server.always = Reply(status=429, body="", headers=headers)
+    always(server, Reply(429, body="", headers=headers))
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(RateLimitError) as info:
             await client.tokens()
     assert info.value.retry_after is None
 
 
-async def test_long_error_body_is_truncated(server: ContractServer) -> None:
+async def test_long_error_body_is_truncated(server: FakeServer) -> None:
     body = "".join(f"line {i:06d} of a very long error page\n" for i in range(5000))  # ~180 kB
-    server.always = Reply(status=500, body=body, content_type="text/plain")
+    always(server, Reply(500, body=body, headers={"Content-Type": "text/plain"}))
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(ServerError) as info:
             await client.user("u")
@@ -365,8 +378,8 @@ async def test_long_error_body_is_truncated(server: ContractServer) -> None:
     assert len(str(error)) <= 1000
 
 
-async def test_error_names_network_and_url(server: ContractServer) -> None:
-    server.always = Reply(status=404, body="no such pool")
+async def test_error_names_network_and_url(server: FakeServer) -> None:
+    always(server, Reply(404, body="no such pool"))
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(NotFoundError) as main:
             await client.pool("gone")
@@ -374,7 +387,7 @@ async def test_error_names_network_and_url(server: ContractServer) -> None:
             await client.pool("gone", network="testnet")
     for info, network in ((main, "mainnet"), (test, "testnet")):
         error = info.value
-        url = server.url(network) + "/api/clob/pools/gone"
+        url = server.url_of(network) + "/api/clob/pools/gone"
         assert error.url == url
         assert error.network == network
         assert url in str(error)
@@ -382,12 +395,14 @@ async def test_error_names_network_and_url(server: ContractServer) -> None:
         assert "404" in str(error)
 
 
-async def test_error_body_with_unknown_charset_is_still_text(server: ContractServer) -> None:
-    server.always = Reply(
-        status=400,
-        body="bad ☃".encode(),
-        headers={"Content-Type": "text/plain; charset=x-no-such-charset"},
-        content_type=None,
+async def test_error_body_with_unknown_charset_is_still_text(server: FakeServer) -> None:
+    always(
+        server,
+        Reply(
+            400,
+            body="bad ☃".encode(),
+            headers={"Content-Type": "text/plain; charset=x-no-such-charset"},
+        ),
     )
     async with make_client(server, max_retries=0) as client:
         with pytest.raises(BadRequestError) as info:
@@ -397,7 +412,7 @@ async def test_error_body_with_unknown_charset_is_still_text(server: ContractSer
 
 async def test_connection_refused_is_a_transport_error() -> None:
     """A closed port: a TransportError naming the url, not an aiohttp exception."""
-    async with ContractServer() as server:
+    async with oracle_server() as server:
         base = server.base_url
     async with Client(base_url=base, max_retries=0) as client:
         with pytest.raises(TransportError) as info:
@@ -408,7 +423,7 @@ async def test_connection_refused_is_a_transport_error() -> None:
 # --- the streams end to end (their internals are tested with _streams) ---------------------
 
 
-async def test_streams_walk_every_page_with_the_client_arguments(server: ContractServer) -> None:
+async def test_streams_walk_every_page_with_the_client_arguments(server: FakeServer) -> None:
     async with make_client(server) as client:
         orders = [o async for o in client.iter_orders("0xu", status="open", page_size=2)]
         pages = [p async for p in client.iter_order_pages("0xu", side="buy", network="testnet")]
@@ -423,13 +438,13 @@ async def test_streams_walk_every_page_with_the_client_arguments(server: Contrac
     assert [e.rank for e in entries] == list(range(1, 26))
     assert [b.page for b in boards] == [1, 2, 3]
     assert [e.rank for e in first_five] == [1, 2, 3, 4, 5]
-    order_queries = [(s.network, s.query) for s in server.seen if s.operation == "orders"][:4]
+    order_queries = [(r.network, r.query) for r in server.requests if r.operation == "orders"][:4]
     assert order_queries == [
         ("mainnet", {"status": "OPEN", "limit": "2"}),
         ("mainnet", {"status": "OPEN", "limit": "2", "cursor": "cursor-2"}),
         ("testnet", {"side": "BUY"}),
         ("testnet", {"side": "BUY", "cursor": "cursor-2"}),
     ]
-    board_pages = {int(s.query["page"]) for s in server.seen if s.operation == "leaderboard"}
-    assert board_pages == {1, 2, 3}
-    assert all(s.query.get("limit") == "10" for s in server.seen if s.operation == "leaderboard")
+    boards_seen = [r.query for r in server.requests if r.operation == "leaderboard"]
+    assert {int(query["page"]) for query in boards_seen} == {1, 2, 3}
+    assert all(query.get("limit") == "10" for query in boards_seen)

@@ -4,13 +4,19 @@ async with FakeServer(FakeExchange.generate(seed=7)) as server:
     async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as client:
         ...
 
-Deterministic data from a seed, both networks on loopback, fault injection per operation
-(:class:`Fault`), a record of every request, and the pytest fixture ``fake_server``.
+Deterministic data from a seed, both networks on loopback, seeded random faults per operation
+(:class:`Fault`), exact scripted replies (:class:`Reply`, ``server.script``), gates that hold
+requests until released (:class:`Gate`, ``server.gate``), a record of every request, a
+threaded mode (``server.in_thread()``) and the pytest fixtures ``fake_server`` and
+``fake_client``.
 """
 
 from ._data import FakeExchange, WireDict
 from ._faults import OPERATIONS, Fault, FaultKind
-from ._server import FakeServer, RecordedRequest
+from ._gate import Gate
+from ._records import RecordedRequest
+from ._script import Reply, Responder, ScriptStep
+from ._server import FakeServer
 
 __all__ = [
     "OPERATIONS",
@@ -18,6 +24,10 @@ __all__ = [
     "FakeServer",
     "Fault",
     "FaultKind",
+    "Gate",
     "RecordedRequest",
+    "Reply",
+    "Responder",
+    "ScriptStep",
     "WireDict",
 ]

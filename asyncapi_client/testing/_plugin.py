@@ -1,6 +1,8 @@
-"""pytest plugin (entry point ``pytest11``): the ``fake_server`` and ``fake_exchange`` fixtures.
+"""pytest plugin (entry point ``pytest11``): the ``fake_exchange``, ``fake_server`` and
+``fake_client`` fixtures.
 
-Installed with the package, so a bot's test suite only writes::
+Installed with the package (``pip install 'asyncapi-client[testing]'`` brings pytest and
+pytest-asyncio with it), so a bot's test suite only writes::
 
     from asyncapi_client import Client
     from asyncapi_client.testing import Fault
@@ -25,6 +27,8 @@ Installed with the package, so a bot's test suite only writes::
 - ``fake_server``: a started :class:`~asyncapi_client.testing.FakeServer` over that exchange
   (its fault seed is the exchange's seed), closed after the test. Async: it needs
   pytest-asyncio (with ``asyncio_mode = "strict"``, mark the tests ``@pytest.mark.asyncio``).
+- ``fake_client``: a :class:`~asyncapi_client.Client` of ``fake_server`` (both networks) in
+  testing mode (retries without waiting), closed after the test.
 
 Disable the plugin with ``-p no:asyncapi_client``.
 """
@@ -32,26 +36,43 @@ Disable the plugin with ``-p no:asyncapi_client``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import pytest
 
 if TYPE_CHECKING:
+    from asyncapi_client import Client
+
     from ._data import FakeExchange
     from ._server import FakeServer
 
-__all__ = ["fake_exchange", "fake_server", "pytest_configure"]
+__all__ = ["fake_client", "fake_exchange", "fake_server", "pytest_configure"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+MISSING_ASYNCIO: Final = (
+    "the {name} fixture of asyncapi_client.testing needs pytest-asyncio, which is not "
+    "installed: pip install 'asyncapi-client[testing]' (or pytest-asyncio)"
+)
+
 
 def _async_fixture(func: F) -> F:
-    """pytest-asyncio's fixture decorator when it is installed (strict mode needs it)."""
+    """pytest-asyncio's fixture decorator (strict mode needs it); without it, a clear failure."""
     try:
         import pytest_asyncio
-    except ImportError:  # pragma: no cover - another async plugin (anyio) may handle it
-        return cast(F, pytest.fixture(func))
+    except ImportError:
+        return cast(F, pytest.fixture(_needs_asyncio(func.__name__), name=func.__name__))
     return cast(F, pytest_asyncio.fixture(func))
+
+
+def _needs_asyncio(name: str) -> Callable[[], None]:
+    """A stand-in fixture that fails its test, naming the missing plugin and the extra."""
+
+    def missing() -> None:
+        pytest.fail(MISSING_ASYNCIO.format(name=name), pytrace=False)
+
+    missing.__name__ = missing.__qualname__ = f"{name}_needs_pytest_asyncio"
+    return missing
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,3 +105,15 @@ async def fake_server(fake_exchange: FakeExchange) -> AsyncIterator[FakeServer]:
 
     async with FakeServer(fake_exchange, seed=fake_exchange.seed) as server:
         yield server
+
+
+@_async_fixture
+async def fake_client(fake_server: FakeServer) -> AsyncIterator[Client]:
+    """A Client of ``fake_server`` in testing mode (no back-off waits); closed after the test."""
+    from asyncapi_client import Client
+
+    async with Client(
+        base_url=fake_server.base_url, testnet_base_url=fake_server.testnet_base_url
+    ) as client:
+        client.set_testing(True)
+        yield client

@@ -16,7 +16,8 @@ import math
 import re
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
 from urllib.parse import unquote
@@ -24,11 +25,16 @@ from urllib.parse import unquote
 import attrs
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from asyncapi_client._network import Network, parse_network
 
 from ._data import FakeExchange, WireDict
-from ._faults import Decision, Fault, FaultKind, FaultSchedule
+from ._faults import Decision, Fault, FaultSchedule
+from ._gate import Gate
+from ._records import RecordedRequest
+from ._script import Reply, Scripts, ScriptStep, check_operation
+from ._thread import LoopThread
 
 __all__ = ["FakeServer", "RecordedRequest"]
 
@@ -40,28 +46,6 @@ _STATUSES: Final = frozenset({"OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED",
 _SIDES: Final = frozenset({"BUY", "SELL"})
 _DIGITS: Final = re.compile(r"[0-9]+", re.ASCII).fullmatch
 _CURSOR: Final = struct.Struct(">I8s8s")  # offset, filter digest, signature
-
-
-@attrs.frozen
-class RecordedRequest:
-    """One request the fake server saw, and what it did about it."""
-
-    network: Network
-    method: str
-    #: the path, percent-decoded, prefix included
-    path: str
-    #: the request target exactly as sent: encoded path and query
-    raw_path: str
-    #: the query parameters, decoded (the first value of a repeated name)
-    query: Mapping[str, str]
-    #: "tokens", "token_markets", "pool", "user", "orders", "leaderboard"; None for no route
-    operation: str | None
-    #: ``time.monotonic()`` when the request arrived
-    time: float
-    #: the status sent; None when the connection was dropped without an answer
-    status: int | None
-    #: the injected fault that decided the answer, if any
-    fault: FaultKind | None = None
 
 
 class _Reject(Exception):
@@ -89,6 +73,9 @@ def _find(mapping: Mapping[str, T], key: str) -> tuple[str, T] | None:
         if name.casefold() == folded:
             return name, candidate
     return None
+
+
+_NO_DECISION: Final = Decision()
 
 
 def _wake(sleeper: asyncio.Future[None]) -> None:
@@ -126,6 +113,31 @@ def _choice_param(query: Mapping[str, str], name: str, allowed: frozenset[str]) 
     if text.upper() not in allowed:
         raise _Reject(400, f"unknown {name} {text!r}: expected one of {', '.join(sorted(allowed))}")
     return text.upper()
+
+
+def route(raw_path: str, prefix: str = "") -> tuple[str | None, str]:
+    """(operation, decoded path parameter) for a raw request target; None: no route.
+
+    The parameter is exactly one raw segment, percent-decoded (``%2F`` stays inside it).
+    """
+    path = raw_path.partition("?")[0]
+    api = prefix + "/api/"
+    if not path.startswith(api):
+        return None, ""
+    match path[len(api) :].split("/"):
+        case ["tokens"]:
+            return "tokens", ""
+        case ["aggregated", "tokens", token, "markets"] if token:
+            return "token_markets", unquote(token)
+        case ["clob", "pools", pool_id] if pool_id:
+            return "pool", unquote(pool_id)
+        case ["clob", "users", address] if address:
+            return "user", unquote(address)
+        case ["clob", "users", address, "orders"] if address:
+            return "orders", unquote(address)
+        case ["dash", "leaderboard"]:
+            return "leaderboard", ""
+    return None, ""
 
 
 class FakeServer:
@@ -166,7 +178,11 @@ class FakeServer:
         self._ports: dict[Network, int] = {}
         self._runners: list[web.AppRunner] = []
         self._faults = FaultSchedule(seed)
+        self._scripts = Scripts()
+        self._gates: dict[str, Gate] = {}
         self._requests: list[RecordedRequest] = []
+        self._in_flight = 0
+        self._max_in_flight = 0
         self._sleepers: set[asyncio.Future[None]] = set()
         self._cursor_key = hashlib.sha256(f"asyncapi-fake-cursor/{seed}".encode()).digest()
         self._state = _State.UNOPENED
@@ -200,6 +216,8 @@ class FakeServer:
         self._state = _State.CLOSED
         for sleeper in self._sleepers:  # injected latencies end now
             _wake(sleeper)
+        for gate in list(self._gates.values()):  # held requests go now
+            gate.close()
         runners, self._runners = self._runners, []
         for runner in runners:
             await runner.cleanup()
@@ -259,8 +277,22 @@ class FakeServer:
 
     @property
     def requests(self) -> list[RecordedRequest]:
-        """Every request seen so far, in the order they were answered (a live list)."""
+        """Every request seen so far, in the order they arrived (a live list).
+
+        A request in flight has ``status`` and ``answered_at`` None; its entry is replaced by
+        the final record once it has been answered.
+        """
         return self._requests
+
+    @property
+    def in_flight(self) -> int:
+        """How many requests have arrived and not yet been answered (held at a gate included)."""
+        return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests in flight at once since the server started."""
+        return self._max_in_flight
 
     @property
     def faults(self) -> Mapping[str, Fault]:
@@ -279,6 +311,64 @@ class FakeServer:
         """Remove every fault: answers are right and immediate again."""
         self._faults.clear()
 
+    def script(self, operation: str, *replies: ScriptStep, repeat: bool = False) -> None:
+        """Answer the next requests of ``operation`` (or ``"*"``: any operation) with ``replies``.
+
+        Each reply answers one request, in order, then normal service resumes; an
+        operation's own script goes before the ``"*"`` one. A reply may be a function of the
+        :class:`RecordedRequest` that returns the :class:`Reply`. ``repeat=True`` makes
+        ``replies`` answer every request, over and over, once queued ones are used (it replaces
+        the previous repeating script of ``operation``). A scripted reply takes the place of
+        any :class:`Fault` for that request.
+        """
+        self._scripts.add(operation, replies, repeat=repeat)
+
+    def pending_replies(self, operation: str) -> int:
+        """How many one-off scripted replies of ``operation`` are still waiting to be used."""
+        return self._scripts.pending(operation)
+
+    def clear_scripts(self, operation: str | None = None) -> None:
+        """Drop the scripts of ``operation``, or of every operation (None)."""
+        self._scripts.clear(operation)
+
+    def gate(self, operation: str = "*") -> Gate:
+        """Hold the requests of ``operation`` (``"*"``: any operation without its own gate).
+
+        ``async with server.gate("pool") as gate:`` ... ``await gate.arrived(3)``,
+        ``gate.release()``. Leaving the block (or ``gate.close()``) lets every held request
+        go. One gate per operation at a time.
+        """
+        check_operation(operation)
+        if self._state is _State.CLOSED:
+            raise RuntimeError("this FakeServer is closed")
+        if operation in self._gates:
+            raise ValueError(f"{operation!r} already has a gate; close it first")
+        gate = Gate(operation, self._remove_gate)
+        self._gates[operation] = gate
+        return gate
+
+    def _remove_gate(self, gate: Gate) -> None:
+        if self._gates.get(gate.operation) is gate:
+            del self._gates[gate.operation]
+
+    @contextmanager
+    def in_thread(self) -> Iterator[Self]:
+        """Serve on an event loop of its own in a background thread, for code that is not async.
+
+        ``with FakeServer(exchange).in_thread() as server:`` starts it, and leaving the block
+        closes it and ends the thread. Everything but ``start``/``close`` may be used from the
+        calling thread meanwhile (use ``gate.wait_arrived()`` there rather than ``arrived()``).
+        """
+        if self._state is not _State.UNOPENED:
+            raise RuntimeError("in_thread() needs a FakeServer that was never started")
+        runner = LoopThread(f"{self!r}")
+        try:
+            runner.call(self.start())
+            yield self
+        finally:
+            runner.call(self.close())
+            runner.stop()
+
     def __repr__(self) -> str:
         ports = ", ".join(f"{n.value}={p}" for n, p in self._ports.items())
         return f"<FakeServer {self._state.value} seed={self.seed} {ports}>"
@@ -293,41 +383,50 @@ class FakeServer:
         app.router.add_route("*", "/{tail:.*}", handle)
         return app
 
-    def _route(self, raw_path: str) -> tuple[str | None, str]:
-        """(operation, decoded path parameter) for a raw request target; None: no route."""
-        path = raw_path.partition("?")[0]
-        api = self.prefix + "/api/"
-        if not path.startswith(api):
-            return None, ""
-        match path[len(api) :].split("/"):
-            case ["tokens"]:
-                return "tokens", ""
-            case ["aggregated", "tokens", token, "markets"] if token:
-                return "token_markets", unquote(token)
-            case ["clob", "pools", pool_id] if pool_id:
-                return "pool", unquote(pool_id)
-            case ["clob", "users", address] if address:
-                return "user", unquote(address)
-            case ["clob", "users", address, "orders"] if address:
-                return "orders", unquote(address)
-            case ["dash", "leaderboard"]:
-                return "leaderboard", ""
-        return None, ""
-
     async def _handle(self, network: Network, request: web.Request) -> web.StreamResponse:
-        arrived = time.monotonic()
-        operation, param = self._route(request.raw_path)
+        operation, param = route(request.raw_path, self.prefix)
         query: dict[str, str] = {}
         for name, value in request.query.items():
             query.setdefault(name, value)
-        is_get = request.method == "GET"
-        decision = self._faults.decide(operation) if is_get else Decision()
+        record = RecordedRequest(
+            network=network,
+            method=request.method,
+            path=request.path,
+            raw_path=request.raw_path,
+            query=query,
+            operation=operation,
+            time=time.monotonic(),
+            status=None,
+            headers=CIMultiDict(request.headers),
+            param=None if operation in (None, "tokens", "leaderboard") else param,
+        )
+        index = len(self._requests)
+        self._requests.append(record)
+        self._in_flight += 1
+        self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        served = operation is not None and request.method == "GET"
+        reply: Reply | None = None
+        decision = _NO_DECISION
+        gate: Gate | None = None
         status: int | None = None
-        response: web.StreamResponse
         try:
+            if served and operation is not None:
+                step = self._scripts.take(operation)
+                if step is not None:
+                    reply = step if isinstance(step, Reply) else self._respond(step, record)
+                else:
+                    decision = self._faults.decide(operation)
+                gate = self._gates.get(operation) or self._gates.get("*")
+            if gate is not None:
+                await gate.pass_through()
+            response: web.StreamResponse
+            if reply is not None:
+                response = await self._reply(reply, request, operation, param, query)
+                status = None if reply.drop else response.status
+                return response
             if decision.latency > 0:
                 await self._pause(decision.latency)
-            if not is_get:
+            if request.method != "GET":
                 response = _json(405, {"error": "only GET is served"}, {"Allow": "GET"})
             elif decision.kind is None:
                 response = self._answer(operation, param, query, request.raw_path)
@@ -336,19 +435,54 @@ class FakeServer:
             status = None if decision.kind == "drop" else response.status
             return response
         finally:
-            self._requests.append(
-                RecordedRequest(
-                    network=network,
-                    method=request.method,
-                    path=request.path,
-                    raw_path=request.raw_path,
-                    query=query,
-                    operation=operation,
-                    time=arrived,
-                    status=status,
-                    fault=decision.kind,
-                )
+            self._in_flight -= 1
+            self._requests[index] = attrs.evolve(
+                record,
+                status=status,
+                fault=decision.kind,
+                answered_at=time.monotonic(),
+                reply=reply,
             )
+
+    @staticmethod
+    def _respond(step: ScriptStep, record: RecordedRequest) -> Reply:
+        """The Reply a scripted function picks; a broken one answers 500 saying why."""
+        try:
+            made = step(record)  # type: ignore[operator]
+        except Exception as exc:
+            return Reply(500, json={"error": f"the scripted function raised {exc!r}"})
+        if not isinstance(made, Reply):
+            return Reply(500, json={"error": f"the scripted function returned {made!r}"})
+        return made
+
+    async def _reply(
+        self,
+        reply: Reply,
+        request: web.Request,
+        operation: str | None,
+        param: str,
+        query: Mapping[str, str],
+    ) -> web.StreamResponse:
+        """Answer with a scripted Reply."""
+        if reply.delay > 0:
+            await self._pause(reply.delay)
+        if reply.drop:
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=200)
+        headers = CIMultiDict(reply.headers)
+        if reply.body is not None:
+            body = reply.body.encode() if isinstance(reply.body, str) else reply.body
+        elif reply.json is not None:
+            body = orjson.dumps(reply.json)
+        elif reply.status == 200:
+            normal = self._answer(operation, param, query, request.raw_path)
+            normal.headers.update(headers)
+            return normal
+        else:
+            body = orjson.dumps({"error": f"scripted reply: HTTP {reply.status}"})
+        headers.setdefault("Content-Type", "application/json")
+        return web.Response(status=reply.status, body=body, headers=headers)
 
     async def _pause(self, seconds: float) -> None:
         """Wait ``seconds``, or less if the server is closing.
