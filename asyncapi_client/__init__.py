@@ -37,6 +37,8 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._request import Response
+from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
 from ._walks import Walk
 
@@ -69,7 +71,9 @@ __all__ = [
     "Rate",
     "RateLimitError",
     "RequestTimeoutError",
+    "Response",
     "ResponseTooLargeError",
+    "RetryEvent",
     "ServerError",
     "Side",
     "StatusError",

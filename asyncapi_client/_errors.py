@@ -52,6 +52,9 @@ class ApiError(Exception):
     """Base class of every error raised for a failed request.
 
     ``network`` and ``url`` say where the request went, when it got that far.
+    ``attempts`` is how many requests the failed call made (0: it failed before any);
+    when more than one, the message says so and ``__cause__`` is the error of the attempt
+    before the last (whose own ``__cause__`` goes back further, down to the first's).
     """
 
     def __init__(self, message: str, *, url: str | None = None, network: str | None = None):
@@ -59,10 +62,14 @@ class ApiError(Exception):
         self.message = message
         self.url = url
         self.network = network
+        self.attempts = 0
 
     def __str__(self) -> str:
         where = " ".join(part for part in (self.network and f"[{self.network}]", self.url) if part)
-        return f"{self.message} ({where})" if where else self.message
+        text = (
+            f"{self.message} after {self.attempts} attempts" if self.attempts > 1 else self.message
+        )
+        return f"{text} ({where})" if where else text
 
 
 class TransportError(ApiError):

@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -39,6 +40,7 @@ __all__ = [
     "cut_short",
     "drain_accepts",
     "endless_chunks",
+    "forward",
     "hang",
     "raw",
     "reserve_port",
@@ -154,6 +156,33 @@ def raw(data: bytes) -> Behaviour:
         conn.writer.write(data)
         await conn.writer.drain()
         conn.sent += len(data)
+
+    return play
+
+
+def forward() -> Behaviour:
+    """Act as a forward HTTP proxy: the request line names an absolute ``http://`` URL; send
+    the request on to it (origin-form, ``Proxy-*`` headers dropped) and relay the answer."""
+
+    async def play(conn: Conn) -> None:
+        target = urlsplit(conn.target)
+        assert target.scheme == "http", f"not a proxy request: {conn.target}"
+        assert target.hostname is not None
+        path = target.path + (f"?{target.query}" if target.query else "")
+        headers = {k: v for k, v in conn.headers.items() if not k.startswith("proxy-")}
+        headers["connection"] = "close"
+        head = [f"{conn.method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+        reader, writer = await asyncio.open_connection(target.hostname, target.port or 80)
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            await writer.drain()
+            async with asyncio.timeout(SERVER_LIMIT):
+                answer = await reader.read()
+        finally:
+            writer.close()
+        conn.writer.write(answer)
+        await conn.writer.drain()
+        conn.sent += len(answer)
 
     return play
 

@@ -429,3 +429,12 @@ def test_arrays_count_toward_the_nesting_bound() -> None:
         value = [value]
     error = decode_error("user", mutated("user", ("positions",), [{"a": value}]))
     assert error.path == "positions[0].a" + "[0]" * (MAX_NESTING - 1)
+
+
+def test_an_integer_too_large_for_a_float_is_refused_not_rounded() -> None:
+    token = {"address": "0xt", "name": "T", "symbol": "T", "decimals": 18.0, "totalSupply": "1"}
+    assert TOKENS(orjson.dumps({"tokens": [token]}))[0].decimals == 18
+    big = b'{"tokens": [{"address": "a", "name": "n", "symbol": "s", "decimals": 1' + b"0" * 30
+    with pytest.raises(DecodeError) as caught:
+        TOKENS(big + b', "totalSupply": "1"}]}')
+    assert caught.value.path == "tokens[0].decimals"

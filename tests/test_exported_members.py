@@ -40,6 +40,9 @@ CONTRACT_CLASSES = {
     "Limiter",
     "Admission",
     "LimiterError",
+    # Second round: per-call results and retry events
+    "Response",
+    "RetryEvent",
     # Second round: resumable walks
     "Walk",
     "Checkpoint",

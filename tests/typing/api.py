@@ -20,6 +20,8 @@ from asyncapi_client import (
     DecodeError,
     LeaderboardEntry,
     LeaderboardPage,
+    LimiterError,
+    LocalLimiter,
     Market,
     MarketType,
     Network,
@@ -27,8 +29,11 @@ from asyncapi_client import (
     OrdersPage,
     OrderStatus,
     Pool,
+    Rate,
     RateLimitError,
+    Response,
     ResponseTooLargeError,
+    RetryEvent,
     Side,
     StatusError,
     Token,
@@ -56,6 +61,11 @@ async def operations(session: aiohttp.ClientSession) -> None:
         session=session,
     )
     Client(Network.TESTNET, timeout=aiohttp.ClientTimeout(total=5))
+    Client(
+        limiter=LocalLimiter([Rate(20, 1.0), Rate(600, 60.0)], weights={"orders": 2}),
+        on_retry=retry_event,
+        retry_after_cap=30.0,
+    )
     async with client as same:
         entered: Client = same
         network: Network = entered.network
@@ -97,6 +107,8 @@ async def operations(session: aiohttp.ClientSession) -> None:
                 checked_order = closing_order
         await client.iter_leaderboard().aclose()
 
+        await responses(client)
+
         # Walks: a checkpoint, its JSON, and resume= with either.
         walk: Walk[Order] = client.iter_orders("0xu", page_size=50)
         point: Checkpoint = walk.checkpoint
@@ -113,6 +125,35 @@ async def operations(session: aiohttp.ClientSession) -> None:
         del checked_order, checked_page, checked_entry, checked_board
     await client.close()
     client.set_testing(True, max_retries=0)
+
+
+async def responses(client: Client) -> None:
+    pool: Response[Pool] = await client.with_response.pool("p")
+    value: Pool = pool.value
+    status: int = pool.status
+    headers: Mapping[str, str] = pool.headers
+    content: bytes = pool.content
+    url: str = pool.url
+    network: Network = pool.network
+    attempts: int = pool.attempts
+    elapsed: float = pool.elapsed
+    tokens: Response[Sequence[Token]] = await client.with_response.tokens(search="x")
+    markets: Response[Sequence[Market]] = await client.with_response.token_markets("t")
+    user: Response[UserProfile] = await client.with_response.user("0xu")
+    page: Response[OrdersPage] = await client.with_response.orders("0xu", status="open")
+    board: Response[LeaderboardPage] = await client.with_response.leaderboard(page=2)
+    del value, status, headers, content, url, network, attempts, elapsed
+    del tokens, markets, user, page, board
+
+
+def retry_event(event: RetryEvent) -> None:
+    operation: str = event.operation
+    network: Network = event.network
+    url: str = event.url
+    attempt: int = event.attempt
+    wait: float = event.wait
+    error: ApiError = event.error
+    del operation, network, url, attempt, wait, error
 
 
 def models(
@@ -185,6 +226,11 @@ def errors(error: ApiError) -> None:
     if isinstance(error, ResponseTooLargeError):
         limit: int = error.limit
         del limit
+    if isinstance(error, LimiterError):
+        limiter: str = error.limiter
+        del limiter
+    attempts: int = error.attempts
+    del attempts
     network: str | None = error.network
     version: str = __version__
     del network, version
