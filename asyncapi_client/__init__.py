@@ -6,6 +6,7 @@ async with Client(base_url="https://...") as client:
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
     ApiError,
@@ -39,6 +40,7 @@ from ._network import Network
 from ._request import Response
 from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
+from ._walks import Walk
 
 try:
     __version__ = version("asyncapi-client")
@@ -49,6 +51,7 @@ __all__ = [
     "Admission",
     "ApiError",
     "BadRequestError",
+    "Checkpoint",
     "Client",
     "DecodeError",
     "LeaderboardEntry",
@@ -77,6 +80,7 @@ __all__ = [
     "Token",
     "TransportError",
     "UserProfile",
+    "Walk",
     "__version__",
     "to_json",
     "to_wire",

@@ -7,15 +7,16 @@ import inspect
 import math
 import re
 import ssl as ssl_module
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Final, Self, TypeVar, cast
 from urllib.parse import quote, unquote
 
 import aiohttp
 from yarl import URL
 
 from . import _decode
+from ._checkpoint import Checkpoint, continue_from
 from ._limiters import Limiter, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
@@ -32,8 +33,8 @@ from ._models import (
 from ._network import Hosts, Network, parse_network
 from ._request import Request, Response
 from ._retry import RetryEvent, RetryPolicy
-from ._streams import items, walk_leaderboard_pages, walk_order_pages
 from ._transport import Transport, encode_segment, package_version
+from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
 
 if TYPE_CHECKING:
     from ._telemetry import Telemetry
@@ -540,15 +541,24 @@ class Client:
         status: OrderStatus | str | None = None,
         side: Side | str | None = None,
         page_size: int | None = None,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[OrdersPage, None]:
+    ) -> Walk[OrdersPage]:
         """Each page of a user's orders, following ``cursor``, one page fetched ahead.
 
-        Arguments are checked here, before any request. Close it early with ``break``,
-        ``contextlib.aclosing`` or ``aclose()``: the fetch ahead is cancelled.
+        Arguments (and ``resume``) are checked here, before any request. Close it early
+        with ``aclose()`` or ``contextlib.aclosing``: the fetch ahead is cancelled. Its
+        ``checkpoint`` moves at page boundaries; ``resume=`` takes the checkpoint of an
+        order walk of the same user, filters, network and page size (``iter_orders`` or
+        this one) and hands out what follows it, starting with the rest of its page. When
+        the page at the checkpoint no longer has the recorded order where it was, the walk
+        raises :class:`PaginationError` rather than skip or repeat orders.
         """
-        return self._order_pages(address, market, status, side, page_size, None, network, deadline)
+        pager, start = self._order_pager(
+            address, market, status, side, page_size, None, resume, network, deadline
+        )
+        return page_walk(pager, start)
 
     def iter_orders(
         self,
@@ -559,30 +569,39 @@ class Client:
         side: Side | str | None = None,
         page_size: int | None = None,
         max_items: int | None = None,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[Order, None]:
-        """Every order of a user, page after page; stops after ``max_items`` when given."""
+    ) -> Walk[Order]:
+        """Every order of a user, page after page; stops after ``max_items`` when given.
+
+        ``walk.checkpoint`` is the position after the last order handed out; ``resume=``
+        continues from one (``max_items`` then counts the orders of the resumed walk), and
+        raises :class:`PaginationError` when the recorded order is no longer where it was.
+        """
         _optional_positive_int(max_items, "max_items")
-        pages = self._order_pages(
-            address, market, status, side, page_size, max_items, network, deadline
+        pager, start = self._order_pager(
+            address, market, status, side, page_size, max_items, resume, network, deadline
         )
-        return items(pages, _orders_of, max_items)
+        return item_walk(pager, start, max_items)
 
     def iter_leaderboard_pages(
         self,
         *,
         page_size: int | None = None,
         concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[LeaderboardPage, None]:
+    ) -> Walk[LeaderboardPage]:
         """Each leaderboard page in order; pages after the first are fetched concurrently.
 
-        See :func:`asyncapi_client._streams.walk_leaderboard_pages` for what a live board
-        that shifts during the walk means for the entries you get.
+        A page holds only the entries whose address the walk had not yielded before; see
+        :class:`asyncapi_client._walks.BoardPager` for how the walk ends on broken servers.
+        ``resume=`` works as for :meth:`iter_leaderboard`.
         """
-        return self._leaderboard_pages(page_size, concurrency, None, network, deadline)
+        pager, start = self._board_pager(page_size, concurrency, None, resume, network, deadline)
+        return page_walk(pager, start)
 
     def iter_leaderboard(
         self,
@@ -590,13 +609,21 @@ class Client:
         page_size: int | None = None,
         max_items: int | None = None,
         concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[LeaderboardEntry, None]:
-        """Every leaderboard entry in rank order, each rank once; at most ``max_items``."""
+    ) -> Walk[LeaderboardEntry]:
+        """Every leaderboard entry in rank order, each address once; at most ``max_items``.
+
+        ``resume=`` continues after a checkpoint of a leaderboard walk with the same page
+        size and network, and raises :class:`PaginationError` when the recorded address is
+        no longer where it was on its page.
+        """
         _optional_positive_int(max_items, "max_items")
-        pages = self._leaderboard_pages(page_size, concurrency, max_items, network, deadline)
-        return items(pages, _entries_of, max_items)
+        pager, start = self._board_pager(
+            page_size, concurrency, max_items, resume, network, deadline
+        )
+        return item_walk(pager, start, max_items)
 
     # --- shared by operations and streams ---------------------------------------------
 
@@ -640,7 +667,7 @@ class Client:
             self._leaderboard_page_request(network, page, limit, deadline)
         )
 
-    def _order_pages(
+    def _order_pager(
         self,
         address: str,
         market: str | None,
@@ -648,41 +675,48 @@ class Client:
         side: Side | str | None,
         page_size: int | None,
         max_items: int | None,
+        resume: object,
         network: _NetworkArg,
         deadline: _DeadlineArg,
-    ) -> AsyncGenerator[OrdersPage, None]:
+    ) -> tuple[CursorPager, Checkpoint]:
         path, filters = self._orders_request(address, market, status, side, page_size, "page_size")
         net, dl = self._network_for(network), self._deadline(deadline)
+        start = Checkpoint(
+            operation="orders",
+            network=net,
+            page_size=page_size,
+            address=address,
+            market=market,
+            status=cast("str | None", filters["status"]),
+            side=cast("str | None", filters["side"]),
+        )
+        start = continue_from(resume, start)
 
         def fetch(cursor: str | None) -> Awaitable[OrdersPage]:
             return self._orders_page(net, path, filters, cursor, dl)
 
-        return walk_order_pages(fetch, max_items=max_items)
+        return CursorPager(fetch, start, max_items), start
 
-    def _leaderboard_pages(
+    def _board_pager(
         self,
         page_size: int | None,
         concurrency: int,
         max_items: int | None,
+        resume: object,
         network: _NetworkArg,
         deadline: _DeadlineArg,
-    ) -> AsyncGenerator[LeaderboardPage, None]:
+    ) -> tuple[BoardPager, Checkpoint]:
         _optional_positive_int(page_size, "page_size")
         _positive_int(concurrency, "concurrency")
         net, dl = self._network_for(network), self._deadline(deadline)
+        start = Checkpoint(operation="leaderboard", network=net, page_size=page_size, page=1)
+        start = continue_from(resume, start)
 
         def fetch(page: int) -> Awaitable[LeaderboardPage]:
             return self._leaderboard_page(net, page, page_size, dl)
 
-        return walk_leaderboard_pages(fetch, concurrency=concurrency, max_items=max_items)
-
-
-def _orders_of(page: OrdersPage) -> Sequence[Order]:
-    return page.orders
-
-
-def _entries_of(page: LeaderboardPage) -> Sequence[LeaderboardEntry]:
-    return page.leaderboard
+        pager = BoardPager(fetch, start, concurrency=concurrency, max_items=max_items)
+        return pager, start
 
 
 class WithResponse:

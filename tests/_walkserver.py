@@ -195,6 +195,7 @@ class WalkServer:
     characters are added to every cursor (a server with huge cursors); ``max_requests``
     bounds a test against a walk that would not end: past it, every request gets 410.
     ``record_queries=False`` keeps no query in ``seen`` (memory measurements).
+    ``answer_after={2: 3}`` answers page 2 only once a request for page 3 has arrived.
     """
 
     def __init__(
@@ -212,6 +213,7 @@ class WalkServer:
         cursor_pad: int = 0,
         max_requests: int | None = None,
         record_queries: bool = True,
+        answer_after: Mapping[int, int] | None = None,
     ) -> None:
         self.orders = make_orders(orders)
         self.board: Board = board or StaticBoard(0)
@@ -225,6 +227,7 @@ class WalkServer:
         self.cursor_pad = cursor_pad
         self.max_requests = max_requests
         self.record_queries = record_queries
+        self.answer_after = dict(answer_after or {})
         self.seen: list[Seen] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -314,6 +317,9 @@ class WalkServer:
             delay = self._latency(seen) if callable(self._latency) else self._latency
             if delay:
                 await asyncio.sleep(delay)
+            if page in self.answer_after:
+                other = self.answer_after[page]
+                await self._wait_until(lambda: any(s.page == other for s in self.seen), 5.0)
             fault = self._fault(request, page)
             if self.max_requests is not None and len(self.seen) > self.max_requests:
                 seen.outcome = "410"

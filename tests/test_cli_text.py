@@ -44,10 +44,10 @@ def test_the_deep_encoder_writes_what_orjson_writes(value: Any, indent: bool) ->
 @pytest.mark.parametrize("indent", [False, True])
 def test_dumps_handles_any_depth_and_any_int(indent: bool) -> None:
     deep: Any = 1
-    for _ in range(5000):
+    for _ in range(1500):  # indented, the text grows with the square of the depth
         deep = {"x": [deep]}
     text = dumps(deep, indent=indent)
-    assert text.count(b'"x"') == 5000
+    assert text.count(b'"x"') == 1500
     assert dumps([2**70], indent=indent).replace(b" ", b"").replace(b"\n", b"") == (
         b"[1180591620717411303424]"
     )

@@ -43,6 +43,9 @@ CONTRACT_CLASSES = {
     # Second round: per-call results and retry events
     "Response",
     "RetryEvent",
+    # Second round: resumable walks
+    "Walk",
+    "Checkpoint",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}

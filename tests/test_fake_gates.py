@@ -140,3 +140,13 @@ async def test_gate_arguments_are_checked(fake_server: FakeServer) -> None:
     gate.close()
     assert isinstance(fake_server.gate("pool"), Gate)  # closed: the operation is free again
     assert "Gate 'pool'" in repr(gate)
+
+
+async def test_an_open_gate_still_counts_arrivals(
+    fake_server: FakeServer, fake_client: Client
+) -> None:
+    async with fake_server.gate("tokens") as gate:
+        gate.release()
+        assert await fake_client.tokens()
+        await gate.arrived(1)
+        assert (gate.arrivals, gate.held, gate.is_open) == (1, 0, True)

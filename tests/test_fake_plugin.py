@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
+import importlib.util
 import re
-import subprocess
 import sys
-import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from asyncapi_client import Client, OrderStatus, ServerError, Side
-from asyncapi_client.testing import FakeExchange, FakeServer, Fault
+from asyncapi_client.testing import FakeExchange, FakeServer, Fault, _plugin
+from tests._inner_pytest import run_suite
 
 
 async def test_a_bot_reads_the_fake_exchange(fake_server: FakeServer) -> None:
@@ -90,23 +91,13 @@ def test_that_does_not_use_the_fixture():
 
 
 def test_the_plugin_works_in_a_strict_mode_suite_of_its_own(tmp_path: Path) -> None:
-    (tmp_path / "test_user_bot.py").write_text(textwrap.dedent(USER_SUITE))
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n"
-        "filterwarnings = error\n"
-    )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    ini = "asyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n"
+    code, outcomes = run_suite(tmp_path, {"test_user_bot.py": USER_SUITE}, ini=ini)
+    assert {name: o.outcome for name, o in outcomes.items()} == {
+        "test_bot": "passed",
+        "test_that_does_not_use_the_fixture": "passed",
+    }
+    assert code == pytest.ExitCode.OK
 
 
 async def test_fake_client_is_a_testing_client_of_fake_server(
@@ -123,18 +114,20 @@ async def test_fake_client_is_a_testing_client_of_fake_server(
     assert not fake_client.closed
 
 
-CLOSED: list[Client] = []
+@pytest.fixture
+def closed_afterwards() -> Iterator[list[Client]]:
+    """Torn down after ``fake_client`` (requested before it): checks the client was closed."""
+    clients: list[Client] = []
+    yield clients
+    assert clients
+    assert all(client.closed for client in clients)
 
 
-async def test_fake_client_remembered(fake_client: Client) -> None:
-    CLOSED.append(fake_client)
+async def test_fake_client_is_closed_after_its_test(
+    closed_afterwards: list[Client], fake_client: Client
+) -> None:
+    closed_afterwards.append(fake_client)
     assert not fake_client.closed
-
-
-def test_fake_client_was_closed_after_its_test() -> None:
-    if not CLOSED:  # pragma: no cover - run alone, or in another order
-        pytest.skip("needs test_fake_client_remembered to run first")
-    assert all(client.closed for client in CLOSED)
 
 
 NO_ASYNCIO_SUITE = """
@@ -154,35 +147,40 @@ def test_exchange_still_works(fake_exchange):
 """
 
 
-def test_without_pytest_asyncio_the_error_names_it(tmp_path: Path) -> None:
-    """pytest-asyncio missing: the async fixtures fail with a line that names it and the extra."""
-    blocker = tmp_path / "blocker" / "pytest_asyncio"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('pytest_asyncio is not here')\n")
-    suite = tmp_path / "suite"
-    suite.mkdir()
-    (suite / "test_user_bot.py").write_text(NO_ASYNCIO_SUITE)
-    (suite / "pytest.ini").write_text("[pytest]\nfilterwarnings = error\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    env["PYTHONPATH"] = str(blocker.parent)
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio", suite],
-        cwd=suite,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+def plugin_without_pytest_asyncio(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A fresh copy of our plugin module, imported where ``import pytest_asyncio`` fails."""
+    spec = importlib.util.spec_from_file_location(
+        "asyncapi_client.testing._plugin_without_asyncio", _plugin.__file__
     )
-    output = done.stdout + done.stderr
-    assert done.returncode == 1, output
-    assert "2 errors" in output, output
-    assert "1 passed" in output, output
-    for name in ("fake_server", "fake_client"):
-        assert (
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "pytest_asyncio", None)  # None: the import raises
+        spec.loader.exec_module(module)
+    return module
+
+
+def test_without_pytest_asyncio_the_error_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest-asyncio missing: the async fixtures fail with a line that names it and the extra."""
+    plugin = plugin_without_pytest_asyncio(monkeypatch)
+    code, outcomes = run_suite(
+        tmp_path,
+        {"test_user_bot.py": NO_ASYNCIO_SUITE},
+        ini="",
+        args=("-p", "no:asyncio", "-p", "no:asyncapi_client"),
+        plugins=(plugin,),
+    )
+    assert code == pytest.ExitCode.TESTS_FAILED
+    assert outcomes["test_exchange_still_works"].outcome == "passed"
+    for test, name in (("test_server", "fake_server"), ("test_client", "fake_client")):
+        assert (outcomes[test].outcome, outcomes[test].when) == ("failed", "setup")
+        assert outcomes[test].text == (
             f"the {name} fixture of asyncapi_client.testing needs pytest-asyncio, which is not "
-            "installed: pip install 'asyncapi-client[testing]'"
-        ) in output
+            "installed: pip install 'asyncapi-client[testing]' (or pytest-asyncio)"
+        )
 
 
 def test_the_testing_extra_installs_pytest_and_pytest_asyncio() -> None:
@@ -193,3 +191,8 @@ def test_the_testing_extra_installs_pytest_and_pytest_asyncio() -> None:
         if re.search(r"extra\s*==\s*['\"]testing['\"]", r)
     }
     assert testing == {"pytest", "pytest-asyncio"}
+
+
+@pytest.mark.fake_exchange(5, users=1)
+def test_the_marker_takes_the_seed_positionally(fake_exchange: FakeExchange) -> None:
+    assert fake_exchange == FakeExchange.generate(seed=5, users=1)

@@ -16,7 +16,7 @@ import pytest
 
 from asyncapi_client import Client, LeaderboardEntry, Order, PaginationError
 from tests._faultserver import settled, stray_tasks
-from tests._walkserver import ADDRESS, PagesBoard, WalkServer
+from tests._walkserver import ADDRESS, PagesBoard, Seen, WalkServer
 
 #: A total that claims a billion pages of 10.
 HUGE = 10**9 * 10
@@ -217,3 +217,112 @@ async def test_a_repeated_64_kib_cursor_is_still_detected() -> None:
             await collect_orders(client, got, page_size=2)
     assert len(got) == 8
     assert len(server.seen) == 4
+
+
+# --- issue 15: the Walk object ----------------------------------------------------------------
+
+
+async def test_break_without_aclose_stops_the_fetch_ahead_at_once() -> None:
+    """The walk is dropped at the ``break``: its fetch is cancelled before the next await."""
+    async with (
+        WalkServer(orders=50, latency=0.5) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        async for _order in client.iter_orders(ADDRESS, page_size=10):
+            await server.wait_until(lambda: len(server.seen) == 2)  # page 2 is on its way
+            break
+        left = stray_tasks()  # no await since the break
+        assert left
+        assert all(task.cancelling() or task.done() for task in left), left
+        assert await settled(lambda: not stray_tasks(), turns=50)
+
+
+async def test_a_walk_still_held_after_break_keeps_its_fetch_until_aclose() -> None:
+    async with (
+        WalkServer(orders=50, latency=0.5) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        walk = client.iter_orders(ADDRESS, page_size=10)
+        async for _order in walk:
+            await server.wait_until(lambda: len(server.seen) == 2)
+            break
+        assert [task for task in stray_tasks() if not task.cancelling()]  # documented
+        await walk.aclose()
+        assert not stray_tasks()
+        await walk.aclose()  # twice is fine
+        assert [o async for o in walk] == []  # a closed walk hands out nothing
+        assert walk.checkpoint.consumed == 1
+
+
+async def test_two_tasks_cannot_step_one_walk_at_once() -> None:
+    async with (
+        WalkServer(orders=30, latency=0.2) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        walk = client.iter_orders(ADDRESS, page_size=10)
+        first = asyncio.create_task(anext(walk))
+        await server.wait_until(lambda: len(server.seen) == 1)
+        with pytest.raises(RuntimeError, match="already running"):
+            await anext(walk)
+        with pytest.raises(RuntimeError, match="another task"):
+            await walk.aclose()
+        assert (await first).transaction_id == "tx00000"
+        await walk.aclose()
+
+
+async def test_max_items_reached_cancels_the_pages_still_in_flight_at_once() -> None:
+    # Page 1 has 2 entries (the page size), so the walk asks for pages 2 and 3 to find 3 more;
+    # page 2 brings 10: page 3 is not needed, and is cancelled as soon as page 2 is in.
+    pages = board([(1, "a"), (2, "b")], [(r, f"e{r}") for r in range(3, 13)], [(13, "m")])
+
+    def latency(seen: Seen) -> float:
+        return 5.0 if seen.page == 3 else 0.0
+
+    async with (
+        WalkServer(
+            board=PagesBoard(pages, total=30),
+            latency=latency,
+            answer_after={2: 3},  # page 3 is surely in flight when page 2 comes in
+            max_requests=10,
+        ) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        walk = client.iter_leaderboard(page_size=2, max_items=5, concurrency=4)
+        got = [await anext(walk) for _ in range(5)]
+        assert [e.rank for e in got] == [1, 2, 3, 4, 5]
+        # the fifth entry is out and the consumer has not asked for more: page 3 is stopping
+        assert all(task.cancelling() or task.done() for task in stray_tasks())
+        await server.wait_until(lambda: server.in_flight == 0)
+        with pytest.raises(StopAsyncIteration):
+            await anext(walk)
+    assert {seen.page: seen.outcome for seen in server.seen} == {1: "200", 2: "200", 3: "cancelled"}
+
+
+async def test_resuming_on_a_page_with_repeats_keeps_the_positions_of_the_server_page() -> None:
+    """Positions count the server's entries, repeats included. A resumed walk re-reads its
+    checkpoint page: repeats of that page (e on page 2) and repeats at the start of a page,
+    as a shifted board makes them (c on page 2, f on page 3), stay skipped."""
+    pages = board(
+        [(1, "a"), (2, "b"), (3, "c"), (4, "d")],
+        [(3, "c"), (5, "e"), (6, "f"), (5, "e")],
+        [(6, "f"), (7, "g"), (8, "h")],
+    )
+    async with (
+        WalkServer(board=PagesBoard(pages, total=12), max_requests=200) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        every = [e async for e in client.iter_leaderboard(page_size=4)]
+        assert [e.address for e in every] == [addr(n) for n in "abcdefgh"]
+        for stop in range(len(every) + 1):
+            walk = client.iter_leaderboard(page_size=4, max_items=stop) if stop else None
+            head = [e async for e in walk] if walk else []
+            point = walk.checkpoint.to_json() if walk else None
+            rest = [e async for e in client.iter_leaderboard(page_size=4, resume=point)]
+            assert head + rest == every, stop
+        after_e = client.iter_leaderboard(page_size=4, max_items=5)
+        _ = [e async for e in after_e]
+        assert (after_e.checkpoint.page, after_e.checkpoint.consumed) == (2, 2)  # server positions
+        resumed = client.iter_leaderboard_pages(page_size=4, resume=after_e.checkpoint)
+        first = await anext(resumed)
+        await resumed.aclose()
+    assert [e.address for e in first.leaderboard] == [addr("f")]

@@ -27,12 +27,9 @@ def _wake(future: asyncio.Future[None]) -> None:
 
 def _resolve(future: asyncio.Future[None]) -> None:
     """Wake ``future`` from any thread; nothing to do if its loop is gone."""
-    loop = future.get_loop()
-    if loop.is_closed():
-        return
     try:
-        loop.call_soon_threadsafe(_wake, future)
-    except RuntimeError:  # pragma: no cover - the loop closed between the check and the call
+        future.get_loop().call_soon_threadsafe(_wake, future)
+    except RuntimeError:  # pragma: no cover - the loop is closed: nobody waits on it any more
         pass
 
 
@@ -76,7 +73,7 @@ class Gate:
     @property
     def held(self) -> int:
         """How many requests wait at the gate now."""
-        return len(self._held)
+        return sum(not future.done() for future in self._held)
 
     @property
     def is_open(self) -> bool:
@@ -131,14 +128,15 @@ class Gate:
         if count is not None:
             count = _check_count(count)
         with self._lock:
+            waiting = [future for future in self._held if not future.done()]
             if count is None:
                 self._open = True
-                freed = list(self._held)
+                freed = waiting
                 self._held.clear()
             else:
-                take = min(count, len(self._held))
-                freed = [self._held.popleft() for _ in range(take)]
-                self._allowance += count - take
+                freed = waiting[:count]
+                self._held = deque(waiting[count:])
+                self._allowance += count - len(freed)
         for future in freed:
             _resolve(future)
 
@@ -194,14 +192,8 @@ class Gate:
                 self._held.append(future)
         for notify in ready:
             notify()
-        if future is None:
-            return
-        try:
-            await future
-        finally:
-            with self._lock:
-                if future in self._held:  # cancelled while held: no longer waiting
-                    self._held.remove(future)
+        if future is not None:
+            await future  # cancelled while held: done, so neither counted nor released
 
     # --- helpers ----------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ import aiohttp
 
 from asyncapi_client import (
     ApiError,
+    Checkpoint,
     Client,
     DecodeError,
     LeaderboardEntry,
@@ -37,6 +38,7 @@ from asyncapi_client import (
     StatusError,
     Token,
     UserProfile,
+    Walk,
     __version__,
     to_json,
     to_wire,
@@ -106,6 +108,18 @@ async def operations(session: aiohttp.ClientSession) -> None:
         await client.iter_leaderboard().aclose()
 
         await responses(client)
+
+        # Walks: a checkpoint, its JSON, and resume= with either.
+        walk: Walk[Order] = client.iter_orders("0xu", page_size=50)
+        point: Checkpoint = walk.checkpoint
+        text: str = point.to_json()
+        again: Checkpoint = Checkpoint.from_json(text)
+        resumed_pages: Walk[OrdersPage] = client.iter_order_pages("0xu", resume=again)
+        resumed_entries: Walk[LeaderboardEntry] = client.iter_leaderboard(resume=text)
+        resumed_board: Walk[LeaderboardPage] = client.iter_leaderboard_pages(resume=None)
+        consumed: int = point.consumed
+        del resumed_pages, resumed_entries, resumed_board, consumed
+
         models(tokens[0], markets[0], pool, user, page, board)
         del network, closed, found
         del checked_order, checked_page, checked_entry, checked_board
