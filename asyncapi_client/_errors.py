@@ -5,6 +5,7 @@ Everything raised for a failed request derives from :class:`ApiError`::
     ApiError
      ├── TransportError                 the connection failed (refused, reset, DNS, TLS, cut short)
      │    ├── RequestTimeoutError        an attempt or the deadline ran out (also a TimeoutError)
+     │    ├── LimiterError               the rate limiter's shared state could not be reached
      │    └── ResponseTooLargeError      the body grew past max_response_bytes (never retried)
      ├── StatusError                    a non-2xx answer: .status .url .body .headers
      │    ├── BadRequestError            400
@@ -30,6 +31,7 @@ __all__ = [
     "ApiError",
     "BadRequestError",
     "DecodeError",
+    "LimiterError",
     "NotFoundError",
     "PaginationError",
     "RateLimitError",
@@ -50,6 +52,9 @@ class ApiError(Exception):
     """Base class of every error raised for a failed request.
 
     ``network`` and ``url`` say where the request went, when it got that far.
+    ``attempts`` is how many requests the failed call made (0: it failed before any);
+    when more than one, the message says so and ``__cause__`` is the error of the attempt
+    before the last (whose own ``__cause__`` goes back further, down to the first's).
     """
 
     def __init__(self, message: str, *, url: str | None = None, network: str | None = None):
@@ -57,10 +62,14 @@ class ApiError(Exception):
         self.message = message
         self.url = url
         self.network = network
+        self.attempts = 0
 
     def __str__(self) -> str:
         where = " ".join(part for part in (self.network and f"[{self.network}]", self.url) if part)
-        return f"{self.message} ({where})" if where else self.message
+        text = (
+            f"{self.message} after {self.attempts} attempts" if self.attempts > 1 else self.message
+        )
+        return f"{text} ({where})" if where else text
 
 
 class TransportError(ApiError):
@@ -69,6 +78,19 @@ class TransportError(ApiError):
 
 class RequestTimeoutError(TransportError, TimeoutError):
     """An attempt ran past its ``timeout``, or the operation ran past its ``deadline``."""
+
+
+class LimiterError(TransportError):
+    """The limiter (e.g. a fleet's Redis) could not be asked; retried like a connection failure.
+
+    ``limiter`` names it (its ``repr``), so a log line says which shared quota failed.
+    """
+
+    def __init__(
+        self, message: str, *, limiter: str, url: str | None = None, network: str | None = None
+    ):
+        super().__init__(message, url=url, network=network)
+        self.limiter = limiter
 
 
 class ResponseTooLargeError(TransportError):

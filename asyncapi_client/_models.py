@@ -7,9 +7,9 @@ Numbers the wire carries as text are :class:`~decimal.Decimal`, exact to the las
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import attrs
 
@@ -148,14 +148,157 @@ class Order:
     timestamp: int | float
 
 
+# --- free-form records (balances, positions): read-only all the way down -------------------
+
+#: How deep a balance or position may nest objects and arrays (the record itself is level 1).
+#: The API leaves these records open; past this depth they are refused, so that printing,
+#: hashing or comparing a profile can never exhaust the interpreter's recursion limit.
+MAX_NESTING: Final = 32
+
+
+class NestingError(ValueError):
+    """A free-form record is not JSON-shaped, or nests deeper than :data:`MAX_NESTING`.
+
+    ``where`` is the path inside the records (``[0].meta.levels[3]``), so the decoder can
+    name the field (``balances[0].meta.levels[3]``).
+    """
+
+    def __init__(self, message: str, where: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+
+    def __str__(self) -> str:
+        return f"{self.message} at {self.where}" if self.where else self.message
+
+
+class FrozenDict(Mapping[str, Any]):
+    """A read-only, hashable JSON object: nested objects are FrozenDicts, arrays are tuples.
+
+    Equal to any mapping with the same items (``FrozenDict(a=1) == {"a": 1}``); a nested array
+    compares as a tuple.
+    """
+
+    __slots__ = ("_data", "_hash")
+
+    _data: dict[str, Any]
+    _hash: int | None
+
+    def __init__(self, data: Mapping[str, Any] | Iterable[tuple[str, Any]] = (), /) -> None:
+        frozen = _freeze(dict(data), 1)
+        assert isinstance(frozen, FrozenDict)
+        object.__setattr__(self, "_data", frozen._data)
+        object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def _of(cls, data: dict[str, Any]) -> FrozenDict:
+        """Wrap a dict whose values are already frozen (no copy, no checks)."""
+        self = object.__new__(cls)
+        object.__setattr__(self, "_data", data)
+        object.__setattr__(self, "_hash", None)
+        return self
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenDict):
+            return self._data == other._data
+        if isinstance(other, Mapping):
+            return self._data == dict(other.items())
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            object.__setattr__(self, "_hash", hash(frozenset(self._data.items())))
+        return self._hash  # type: ignore[return-value]
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenDict, (self._data,))
+
+
+_SCALARS: Final = (str, int, float, type(None))  # bool is an int
+
+
+def _freeze(value: Any, depth: int) -> Any:
+    """``value`` with dicts as FrozenDicts and lists as tuples, checked to be JSON-shaped.
+
+    A NestingError's ``where`` is filled in on the way out, so a valid record costs no paths.
+    """
+    if isinstance(value, _SCALARS):
+        return value
+    if depth > MAX_NESTING:
+        raise NestingError(f"nested deeper than {MAX_NESTING} levels of objects and arrays")
+    if isinstance(value, Mapping):
+        data: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NestingError(f"an object key must be a string, got {key!r:.40}")
+            try:
+                data[key] = _freeze(item, depth + 1)
+            except NestingError as exc:
+                exc.where = f".{key}{exc.where}"
+                raise
+        return FrozenDict._of(data)
+    if isinstance(value, list | tuple):
+        items = []
+        for index, item in enumerate(value):
+            try:
+                items.append(_freeze(item, depth + 1))
+            except NestingError as exc:
+                exc.where = f"[{index}]{exc.where}"
+                raise
+        return tuple(items)
+    raise NestingError(f"expected a JSON value, got {type(value).__name__}")
+
+
+def freeze_records(records: Iterable[Mapping[str, Any]]) -> tuple[FrozenDict, ...]:
+    """Balances or positions as a tuple of FrozenDicts; NestingError names what is wrong."""
+    if not isinstance(records, list | tuple):
+        raise NestingError(f"expected an array, got {type(records).__name__}")
+    out = []
+    for index, record in enumerate(records):
+        try:
+            if not isinstance(record, Mapping):
+                raise NestingError(f"expected an object, got {type(record).__name__}")
+            out.append(_freeze(record, 1))
+        except NestingError as exc:
+            exc.where = f"[{index}]{exc.where}"
+            raise
+    return tuple(out)
+
+
 @attrs.frozen(slots=True)
 class UserProfile:
-    """A user's balances, orders and positions on the order book."""
+    """A user's balances, orders and positions on the order book.
+
+    ``balances`` and ``positions`` are records the API leaves open: read-only
+    :class:`FrozenDict` objects (nested arrays are tuples), so a profile is hashable and safe to
+    share between every caller a coalesced request answered.
+    """
 
     address: str
-    balances: Sequence[Mapping[str, Any]]
+    balances: Sequence[Mapping[str, Any]] = attrs.field(converter=freeze_records)
     orders: Sequence[Order]
-    positions: Sequence[Mapping[str, Any]]
+    positions: Sequence[Mapping[str, Any]] = attrs.field(converter=freeze_records)
 
 
 @attrs.frozen(slots=True)

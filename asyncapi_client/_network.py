@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import attrs
 from yarl import URL
 
-__all__ = ["ENV_VARS", "Hosts", "Network", "parse_network"]
+__all__ = ["ARGUMENTS", "ENV_VARS", "HostConfigError", "Hosts", "Network", "parse_network"]
 
 
 class Network(enum.StrEnum):
@@ -25,7 +25,8 @@ ENV_VARS: Mapping[Network, str] = {
     Network.MAINNET: "ASYNCAPI_BASE_URL",
     Network.TESTNET: "ASYNCAPI_TESTNET_BASE_URL",
 }
-_ARGUMENTS: Mapping[Network, str] = {
+#: The Client argument that names each host.
+ARGUMENTS: Mapping[Network, str] = {
     Network.MAINNET: "base_url",
     Network.TESTNET: "testnet_base_url",
 }
@@ -44,34 +45,76 @@ def parse_network(value: Network | str) -> Network:
     raise ValueError(f"unknown network {value!r}: expected one of {choices}")
 
 
-def _normalise_base_url(value: str, argument: str) -> str:
+class HostConfigError(ValueError):
+    """A host that is malformed or not configured, with the names a caller can fix it by.
+
+    ``argument`` is the Client argument (``base_url``) and ``env_var`` the environment
+    variable (``ASYNCAPI_BASE_URL``) for ``network``; ``source`` is the one the bad value came
+    from (None when no value came at all). A front end such as the command line rewords the
+    message with :meth:`describe` instead of parsing it.
+    """
+
+    def __init__(
+        self, network: Network, problem: str, *, source: str | None, value: object
+    ) -> None:
+        self.network = network
+        self.argument = ARGUMENTS[network]
+        self.env_var = ENV_VARS[network]
+        self.source = source
+        self.value = value
+        self.problem = problem
+        given_as = self.argument if source is not None else f"{self.argument}= to Client"
+        super().__init__(self.describe(given_as))
+
+    def describe(self, argument: str, env_var: str | None = None) -> str:
+        """The message, naming the host's argument as ``argument`` (e.g. ``--base-url``)."""
+        env_var = env_var or self.env_var
+        if self.source is None:
+            return (
+                f"no {self.network.value} host configured: pass {argument} "
+                f"or set the environment variable {env_var}"
+            )
+        label = env_var if self.source == self.env_var else argument
+        return self.problem.format(label=label, value=self.value)
+
+
+def _normalise_base_url(value: object, network: Network, source: str) -> str:
     """Check an http(s) base address and return it without a trailing slash."""
+
+    def fail(problem: str) -> HostConfigError:
+        return HostConfigError(network, problem, source=source, value=value)
+
     if not isinstance(value, str):
-        raise ValueError(f"{argument} must be a string URL, not {type(value).__name__}")
+        raise fail(f"{{label}} must be a string URL, not {type(value).__name__}")
     text = value.strip()
     try:
         parts = urlsplit(text)
         port_ok = parts.port is None or parts.port > 0
     except ValueError as exc:
-        raise ValueError(f"{argument} {value!r} is not a valid URL: {exc}") from None
+        raise fail(f"{{label}} {{value!r}} is not a valid URL: {_braces(exc)}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname or not port_ok:
-        raise ValueError(
-            f"{argument} {value!r} is not a valid base URL: expected http(s)://host[:port][/prefix]"
+        raise fail(
+            "{label} {value!r} is not a valid base URL: expected http(s)://host[:port][/prefix]"
         )
     if parts.query or parts.fragment:
-        raise ValueError(f"{argument} {value!r} must not carry a query or a fragment")
+        raise fail("{label} {value!r} must not carry a query or a fragment")
     if any(char.isspace() or char < " " or char in "\\\x7f" for char in text):
-        raise ValueError(f"{argument} {value!r} contains blanks, backslashes or control characters")
+        raise fail("{label} {value!r} contains blanks, backslashes or control characters")
     if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            f"{argument} must not carry credentials (they would show in every error and log "
+        raise fail(
+            "{label} must not carry credentials (they would show in every error and log "
             "line): pass them as headers= to Client, e.g. an Authorization header"
         )
     try:
         URL(text)
     except ValueError as exc:
-        raise ValueError(f"{argument} {value!r} is not a valid URL: {exc}") from None
+        raise fail(f"{{label}} {{value!r}} is not a valid URL: {_braces(exc)}") from None
     return text.rstrip("/")
+
+
+def _braces(exc: BaseException) -> str:
+    """An exception's text made safe inside a str.format template."""
+    return str(exc).replace("{", "{{").replace("}", "}}")
 
 
 @attrs.frozen(slots=True)
@@ -95,19 +138,18 @@ class Hosts:
         found: dict[Network, str | None] = {}
         for network, given in ((Network.MAINNET, base_url), (Network.TESTNET, testnet_base_url)):
             if given is not None:
-                found[network] = _normalise_base_url(given, _ARGUMENTS[network])
+                found[network] = _normalise_base_url(given, network, ARGUMENTS[network])
             elif env.get(ENV_VARS[network], "").strip():
-                found[network] = _normalise_base_url(env[ENV_VARS[network]], ENV_VARS[network])
+                found[network] = _normalise_base_url(
+                    env[ENV_VARS[network]], network, ENV_VARS[network]
+                )
             else:
                 found[network] = None
         return cls(found[Network.MAINNET], found[Network.TESTNET])
 
     def base(self, network: Network) -> str:
-        """The base address for ``network``, or a ValueError naming how to configure it."""
+        """The base address for ``network``, or a HostConfigError naming how to configure it."""
         url = self.mainnet if network is Network.MAINNET else self.testnet
         if url is None:
-            raise ValueError(
-                f"no {network.value} host configured: pass {_ARGUMENTS[network]}= to Client "
-                f"or set the environment variable {ENV_VARS[network]}"
-            )
+            raise HostConfigError(network, "", source=None, value=None)
         return url

@@ -1,25 +1,31 @@
 """The session layer: the only module that touches aiohttp's client.
 
-One GET goes through, in this order:
+The client builds one frozen :class:`~asyncapi_client._request.Request` per call and hands
+it to :meth:`Transport.send`, which takes it through these stages, each reading it:
 
-1. coalescing: an identical GET already in flight (same URL, network, decoder and deadline)
-   is joined; if its leader is cancelled, one of the joined callers takes over;
+1. coalescing: an identical request already in flight is joined; if its leader is
+   cancelled, one of the joined callers takes over;
 2. the operation ``deadline`` (``asyncio.timeout``) around everything below;
-3. per attempt: the client-wide rate limit, the network's shared back-off after a 429, then
-   the request with its per-attempt ``timeout``, the body read under ``max_response_bytes``,
-   and the decode;
-4. retries of connection failures, timeouts, a body cut short, 429 and 500/502/503/504,
-   with exponential back-off and full jitter, or the server's ``Retry-After``.
+3. per attempt, retries included: the limiter (its rates and the network's 429 hold), then
+   one request with its per-attempt ``timeout``, same-origin redirects, the body read under
+   ``max_response_bytes``, and the decode;
+4. after a failed attempt, the pure :func:`~asyncapi_client._retry.decide` says whether and
+   how long to wait; :meth:`Transport._after_failure` does what it says (the 429 hold, the
+   retry hook, the wait) in one place.
 
-``timeout`` bounds one attempt (connect, send, read the whole body); ``deadline`` bounds the
-whole operation: every attempt, the rate-limit and shared back-off waits and the waits
-between retries. A wait that would pass the deadline is not started: ``RequestTimeoutError``
-is raised at once. Without a deadline an operation can take about
+``timeout`` bounds one attempt (connect, send, read the whole body) and each question to
+the limiter; ``deadline`` bounds the whole operation: every attempt, the limiter's waits and
+the waits between retries. A wait that would pass the deadline is not started:
+``RequestTimeoutError`` is raised at once. Without a deadline an operation can take about
 ``(max_retries + 1) * timeout`` plus its waits.
 
-aiohttp itself resends an idempotent request once when the connection drops before the
-response headers arrive (RFC 9112 section 9.3.1, meant for stale keep-alive connections);
-that resend happens inside one of our attempts.
+One attempt is one request: aiohttp's own resend of an idempotent request after the
+connection drops (RFC 9112 section 9.3.1, which aiohttp does even on a fresh connection) is
+turned off, so ``max_retries=N`` means at most N+1 requests. Redirects are followed here,
+not by aiohttp: only to the same origin, or from http to https on the same host, at most
+:data:`MAX_REDIRECTS` hops; anything else is refused, so no caller header reaches another
+origin. Failures that cannot heal (a certificate that does not verify, a malformed HTTP
+response, a refused redirect) are raised at once. The client's own session keeps no cookies.
 
 Every aiohttp failure is translated into the library's errors in :func:`_translate`.
 """
@@ -31,41 +37,48 @@ import enum
 import logging
 import random
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Final, TypeVar
+from ssl import SSLContext
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote
 
 import aiohttp
-import attrs
 from yarl import URL
 
 from ._errors import (
     ApiError,
     DecodeError,
+    LimiterError,
     RateLimitError,
     RequestTimeoutError,
     ResponseTooLargeError,
     StatusError,
     TransportError,
-    parse_retry_after,
     status_error,
 )
+from ._limiters import Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
+from ._request import Request, Response
+from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 
-__all__ = ["RetryPolicy", "Transport", "encode_segment", "user_agent"]
+if TYPE_CHECKING:  # imported only when a client asks for telemetry
+    from ._telemetry import Telemetry
+
+__all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "package_version", "user_agent"]
 
 T = TypeVar("T")
 
 log: Final = logging.getLogger("asyncapi_client")
 
-#: Statuses retried after the first attempt (besides connection failures and timeouts).
-RETRY_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
 #: How much of an error body is read to show in StatusError.body.
 _ERROR_BODY_BYTES: Final = 64 * 1024
+#: Redirect hops followed within one attempt.
+MAX_REDIRECTS: Final = 5
+_REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
-def _package_version() -> str:
+def package_version() -> str:
     try:
         return version("asyncapi-client")
     except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
@@ -75,7 +88,7 @@ def _package_version() -> str:
 def user_agent() -> str:
     """``asyncapi-client/<version> aiohttp/<version> python/<version>``."""
     py = ".".join(map(str, sys.version_info[:3]))
-    return f"asyncapi-client/{_package_version()} aiohttp/{aiohttp.__version__} python/{py}"
+    return f"asyncapi-client/{package_version()} aiohttp/{aiohttp.__version__} python/{py}"
 
 
 def encode_segment(value: str) -> str:
@@ -88,62 +101,39 @@ def encode_segment(value: str) -> str:
     return encoded
 
 
-@attrs.define(slots=True)
-class RetryPolicy:
-    """When and how long to wait between attempts.
-
-    The wait before retry ``n`` (0-based) is uniform in ``[0, min(cap, base * 2**n)]``
-    (full jitter), or the server's ``Retry-After`` when it sent one. A 429 without
-    ``Retry-After`` waits at least half of that step (the server asked us to slow down;
-    full jitter alone could retry at once). A ``Retry-After`` longer than
-    ``retry_after_cap`` is not waited for: the error is raised at once.
-    ``wait=False`` (testing mode) keeps the attempts but skips every wait.
-    """
-
-    max_retries: int = 3
-    base: float = 0.5
-    cap: float = 8.0
-    retry_after_cap: float = 60.0
-    wait: bool = True
-
-    def backoff(self, attempt: int, *, floor: float = 0.0) -> float:
-        """The jittered wait before retry ``attempt``, at least ``floor`` of the step."""
-        step = min(self.cap, self.base * (2**attempt))
-        return random.uniform(step * floor, step)
+class _Dropped(aiohttp.ClientConnectionError):
+    """A dropped connection, re-raised under a type aiohttp does not resend after."""
 
 
-def _is_retryable(exc: ApiError) -> bool:
-    if isinstance(exc, StatusError):
-        return exc.status in RETRY_STATUSES
-    return isinstance(exc, TransportError) and not isinstance(exc, ResponseTooLargeError)
+async def _no_resend(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """A middleware for a caller's session: one attempt stays one request."""
+    try:
+        return await handler(request)
+    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+        raise _Dropped(str(exc)) from exc
 
 
-class _RateLimiter:
-    """At most ``rate`` requests a second, evenly spaced, first come first served.
+def _same_origin(a: URL, b: URL) -> bool:
+    return a.scheme == b.scheme and a.host == b.host and a.port == b.port
 
-    A virtual clock (GCRA) behind a lock: each waiter in turn takes the next free slot and
-    sleeps until it. A waiter woken late by a busy loop (by more than half a slot) moves
-    the clock on to when it really went, so the ones behind it do not follow in a burst:
-    in any window of one second at most ``rate + 1`` requests start. No background task;
-    a cancelled waiter hands its slot to the next.
-    """
 
-    __slots__ = ("_interval", "_lock", "_next")
-
-    def __init__(self, rate: float) -> None:
-        self._interval = 1.0 / rate
-        self._next = 0.0
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            loop = asyncio.get_running_loop()
-            now = loop.time()
-            slot = self._next if self._next > now else now
-            if slot > now:
-                await asyncio.sleep(slot - now)
-                now = loop.time()
-            self._next = max(slot, now - self._interval / 2) + self._interval
+def _redirect(current: URL, location: str) -> URL | str:
+    """Where a redirect from ``current`` to ``location`` goes, or why it is refused."""
+    try:
+        target = current.join(URL(location))
+    except ValueError:
+        return "the Location is not a valid URL"
+    if target.scheme not in ("http", "https"):
+        return "not an HTTP URL"
+    if _same_origin(current, target):
+        return target.with_fragment(None)
+    if current.scheme == "http" and target.scheme == "https" and current.host == target.host:
+        return target.with_fragment(None)  # an upgrade to TLS on the same host
+    if current.scheme == "https" and target.scheme == "http":
+        return "it would leave TLS"
+    return "another origin"
 
 
 class _State(enum.Enum):
@@ -162,6 +152,8 @@ _RESTART: Final = _Restart()
 def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
     """The one place aiohttp's (and asyncio's) failures become the library's errors."""
     net = network.value
+    if isinstance(exc, _Dropped) and exc.__cause__ is not None:
+        exc = exc.__cause__
     if isinstance(exc, TimeoutError):
         return RequestTimeoutError(
             f"the attempt timed out ({type(exc).__name__})", url=url, network=net
@@ -170,26 +162,43 @@ def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
         return TransportError(f"the response body was cut short: {exc}", url=url, network=net)
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return TransportError("the server closed the connection", url=url, network=net)
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return mark_final(
+            TransportError(
+                f"TLS failed, the certificate does not verify: {exc}", url=url, network=net
+            )
+        )
     if isinstance(exc, aiohttp.ClientSSLError):
         return TransportError(f"TLS failed: {exc}", url=url, network=net)
     if isinstance(exc, aiohttp.ClientConnectorError):
         return TransportError(f"could not connect: {exc}", url=url, network=net)
-    if isinstance(exc, aiohttp.TooManyRedirects):
-        status = exc.history[-1].status if exc.history else exc.status  # the last redirect's
-        return StatusError(
-            f"HTTP {status}: too many redirects ({len(exc.history)} followed)",
-            status=status,
-            url=url,
-            network=net,
-        )
-    if isinstance(exc, aiohttp.ClientResponseError):
+    if type(exc) is aiohttp.ClientResponseError:  # the parser refused what the server sent
         detail = exc.message or type(exc).__name__
-        return TransportError(f"malformed HTTP response: {detail}", url=url, network=net)
+        return mark_final(
+            TransportError(f"malformed HTTP response: {detail}", url=url, network=net)
+        )
     detail = str(exc) or type(exc).__name__
     return TransportError(f"the request failed: {detail}", url=url, network=net)
 
 
 _FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class _Call:
+    """The mutable progress of one call: tries and requests made, its start and deadline.
+
+    ``tries`` counts attempts begun (one that failed at the limiter too); ``attempts``
+    counts requests sent (``ApiError.attempts``, ``Response.attempts``).
+    """
+
+    __slots__ = ("attempts", "expires", "request", "started", "tries")
+
+    def __init__(self, request: Request[Any], started: float, expires: float | None) -> None:
+        self.request = request
+        self.started = started
+        self.expires = expires
+        self.tries = 0
+        self.attempts = 0
 
 
 class Transport:
@@ -202,29 +211,48 @@ class Transport:
         timeout: float | aiohttp.ClientTimeout,
         retry: RetryPolicy,
         max_connections: int,
-        rate_limit: float | None,
+        limiter: Limiter,
         deadline: float | None,
         max_response_bytes: int,
         coalesce: bool,
         headers: Mapping[str, str] | None,
         session: aiohttp.ClientSession | None,
         trace_configs: Sequence[aiohttp.TraceConfig] | None,
+        on_retry: Callable[[RetryEvent], object] | None = None,
+        telemetry: Telemetry | None = None,
+        proxy: str | None = None,
+        ssl: SSLContext | bool = True,
+        trust_env: bool = False,
     ) -> None:
         self.hosts = hosts
+        self._proxy = proxy
+        self._ssl = ssl
+        self._trust_env = trust_env
+        self._telemetry = telemetry
         self.retry = retry
+        #: The policy of testing mode (``Client.set_testing``), read at decision time;
+        #: ``retry`` itself is never changed by it.
+        self.testing: RetryPolicy | None = None
         self.deadline = deadline
         self._timeout = (
             timeout
             if isinstance(timeout, aiohttp.ClientTimeout)
             else aiohttp.ClientTimeout(total=timeout)
         )
+        t = self._timeout
+        #: How long one question to the limiter may take: the attempt's timeout.
+        self._limiter_timeout: float = t.total or t.connect or t.sock_connect or t.sock_read or 10.0
         self._max_connections = max_connections
         # Our own session: at most max_connections attempts at once, queued here rather than
         # in aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
         self._slots = asyncio.Semaphore(max_connections) if session is None else None
         self._max_response_bytes = max_response_bytes
         self._coalesce = coalesce
-        self._limiter = _RateLimiter(rate_limit) if rate_limit is not None else None
+        self.limiter = limiter
+        # The idle default limiter (no rates, no hold) is not asked before a first attempt.
+        self._local = limiter if type(limiter) is LocalLimiter else None
+        self._on_retry = on_retry or self._log_retry
+        self._random = random.Random()
         self._headers: dict[str, str] = {"User-Agent": user_agent(), "Accept": "application/json"}
         self._headers.update(headers or {})
         self._trace_configs = list(trace_configs or ())
@@ -232,13 +260,16 @@ class Transport:
         # in); the trace context only when a trace config can see it.
         self._request_headers = None if session is None else self._headers
         self._tracing = bool(self._trace_configs) or session is not None
+        # A caller's session would resend a request after a dropped connection: our
+        # middleware, innermost, stops that (its own middlewares are kept).
+        self._middlewares = (
+            None if session is None else (*getattr(session, "_middlewares", ()), _no_resend)
+        )
         self._session = session
         self._owns_session = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
-        # per network: loop time before which no request may start (the shared 429 back-off)
-        self._not_before: dict[Network, float] = {}
-        self._inflight: dict[tuple[Any, ...], asyncio.Future[Any]] = {}
+        self._inflight: dict[Request[Any], asyncio.Future[Any]] = {}
         self._bases: dict[Network, str] = {}
 
     # --- lifecycle --------------------------------------------------------------------
@@ -258,16 +289,27 @@ class Transport:
             raise RuntimeError("a Client belongs to the event loop it was first used in")
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0),
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections, limit_per_host=0, ssl=self._ssl
+                ),
                 headers=self._headers,
+                proxy=self._proxy,
+                trust_env=self._trust_env,
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
+            # One attempt, one request: no resend after a dropped connection (aiohttp's
+            # own test client turns it off the same way; tests count requests to prove it).
+            self._session._retry_connection = False
         self._state = _State.OPENED
         return self._session
 
     async def close(self) -> None:
-        """Close the session if we own it; a caller's session is left open. Idempotent."""
+        """Close the session if we own it; a caller's session is left open. Idempotent.
+
+        The limiter is never closed: several clients may share it.
+        """
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
@@ -275,65 +317,68 @@ class Transport:
         if session is not None and self._owns_session:
             await session.close()
 
-    # --- addresses --------------------------------------------------------------------
+    # --- requests ---------------------------------------------------------------------
 
-    def url(self, network: Network, path: str, query: str) -> str:
-        """The full, already encoded URL of ``/api`` + ``path`` on ``network``'s host."""
-        base = self._bases.get(network)
-        if base is None:
-            base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
-        return f"{base}{path}?{query}" if query else base + path
-
-    # --- one operation ----------------------------------------------------------------
-
-    async def get(
+    def request(
         self,
         operation: str,
         network: Network,
-        url: str,
+        template: str,
+        path: str,
+        query: str,
         decode: Callable[[bytes], T],
         deadline: float | None,
-    ) -> T:
-        """GET ``url`` and decode it: coalesced, under the deadline, with retries."""
+    ) -> Request[T]:
+        """The one Request of a call: ``/api`` + ``path`` (+ ``?query``) on ``network``'s host."""
+        base = self._bases.get(network)
+        if base is None:
+            base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
+        url = f"{base}{path}?{query}" if query else base + path
+        return Request(operation, network, url, template, decode, deadline)
+
+    async def get(self, request: Request[T]) -> T:
+        """Run ``request`` and return its decoded value."""
+        if self._telemetry is None:
+            return (await self._send(request)).value
+        return (await self._telemetry.call(request, self._send)).value
+
+    async def send(self, request: Request[T]) -> Response[T]:
+        """Run ``request`` and return the whole :class:`Response`."""
+        if self._telemetry is None:
+            return await self._send(request)
+        return await self._telemetry.call(request, self._send)
+
+    async def _send(self, request: Request[T]) -> Response[T]:
+        """Run ``request``: coalesced, under its deadline, with retries."""
         loop = asyncio.get_running_loop()
         if self._state is not _State.OPENED or loop is not self._loop:
             self._open()  # opens lazily, or says why not (closed, another loop)
         if not self._coalesce:
-            return await self._run(operation, network, url, decode, deadline)
-        key = (url, network, decode, deadline)
-        shared = self._inflight.get(key)
+            return await self._run(request)
+        shared = self._inflight.get(request)
         if shared is not None:
-            return await self._follow(key, shared, operation, network, url, decode, deadline)
+            return await self._follow(request, shared)
         # The leader runs the request itself (no task) and hands the outcome to followers.
-        shared = self._inflight[key] = loop.create_future()
+        shared = self._inflight[request] = loop.create_future()
         try:
-            result = await self._run(operation, network, url, decode, deadline)
+            result = await self._run(request)
         except asyncio.CancelledError:
-            del self._inflight[key]
+            del self._inflight[request]
             if not shared.done():
                 shared.set_result(_RESTART)  # followers go on without the cancelled leader
             raise
         except BaseException as exc:
-            del self._inflight[key]
+            del self._inflight[request]
             if not shared.done():
                 shared.set_exception(exc)
                 shared.exception()  # retrieved: no "never retrieved" warning without followers
             raise
-        del self._inflight[key]
+        del self._inflight[request]
         if not shared.done():
             shared.set_result(result)
         return result
 
-    async def _follow(
-        self,
-        key: tuple[Any, ...],
-        shared: asyncio.Future[Any],
-        operation: str,
-        network: Network,
-        url: str,
-        decode: Callable[[bytes], T],
-        deadline: float | None,
-    ) -> T:
+    async def _follow(self, request: Request[T], shared: asyncio.Future[Any]) -> Response[T]:
         """Wait for the leader's outcome; take over if the leader was cancelled.
 
         ``shield``: cancelling one follower must not cancel the shared outcome.
@@ -342,184 +387,235 @@ class Transport:
             result = await asyncio.shield(shared)
             if result is not _RESTART:
                 return result  # type: ignore[no-any-return]
-            successor = self._inflight.get(key)  # another follower may have taken over
+            successor = self._inflight.get(request)  # another follower may have taken over
             if successor is None:
-                return await self.get(operation, network, url, decode, deadline)
+                return await self._send(request)
             shared = successor
 
-    async def _run(
-        self,
-        operation: str,
-        network: Network,
-        url: str,
-        decode: Callable[[bytes], T],
-        deadline: float | None,
-    ) -> T:
-        if deadline is None:
-            if self._limiter is None and not self._not_before:
-                # Nothing to wait for: the first attempt goes straight out.
-                try:
-                    return await self._attempt(operation, network, url, decode, 0)
-                except ApiError as exc:
-                    return await self._attempts(operation, network, url, decode, None, exc)
-            return await self._attempts(operation, network, url, decode, None)
+    async def _run(self, request: Request[T]) -> Response[T]:
         loop = asyncio.get_running_loop()
-        expires = loop.time() + deadline
-        scope = asyncio.timeout_at(expires)
+        started = loop.time()
+        deadline = request.deadline
+        if deadline is None:
+            return await self._attempts(_Call(request, started, None))
+        call = _Call(request, started, started + deadline)
+        scope = asyncio.timeout_at(call.expires)
         try:
             async with scope:
-                return await self._attempts(operation, network, url, decode, expires)
+                return await self._attempts(call)
         except TimeoutError as exc:
             if not scope.expired():
                 raise
-            raise RequestTimeoutError(
+            error = RequestTimeoutError(
                 f"the operation ran past its deadline of {deadline:g}s",
-                url=url,
-                network=network.value,
-            ) from exc
+                url=request.url,
+                network=request.network.value,
+            )
+            error.attempts = call.attempts
+            raise error from exc
 
-    async def _attempts(
-        self,
-        operation: str,
-        network: Network,
-        url: str,
-        decode: Callable[[bytes], T],
-        expires: float | None,
-        failed: ApiError | None = None,
-    ) -> T:
-        """Attempts until one succeeds or the error is final; ``failed``: attempt 0's error."""
-        attempt = 0
+    # --- the retry loop -----------------------------------------------------------------
+
+    async def _attempts(self, call: _Call) -> Response[T]:
+        """Attempts until one succeeds or the error is final (a flat loop)."""
+        failed: ApiError | None = None
+        local = self._local
         while True:
-            if failed is not None:
-                await self._before_retry(failed, attempt, network, url, expires)
-                attempt += 1
-            # The host's hold after a 429 first, then a rate-limit slot: slots taken during
-            # a hold would all fire at once when it ends.
-            if self._not_before:
-                await self._wait_shared_backoff(network, url, expires)
-            if self._limiter is not None:
-                await self._limiter.acquire()
+            call.tries += 1
             try:
-                return await self._attempt(operation, network, url, decode, attempt)
+                if failed is not None or local is None or not local.idle:
+                    await self._admit(call, failed)
+                call.attempts += 1
+                return await self._attempt(call)
             except ApiError as exc:
+                if failed is not None and exc is not failed and exc.__cause__ is not failed:
+                    exc.__cause__ = failed  # the story of the call, attempt by attempt
                 failed = exc
+                if getattr(exc, "_asyncapi_admission", False):
+                    raise  # the limiter said no for good (hold past the cap, the deadline)
+            await self._after_failure(call, failed)
 
-    async def _before_retry(
-        self, failed: ApiError, attempt: int, network: Network, url: str, expires: float | None
-    ) -> None:
-        """Raise ``failed`` if it is final; else wait as long as the next attempt must."""
-        retry = self.retry
-        if not _is_retryable(failed):
+    async def _after_failure(self, call: _Call, failed: ApiError) -> None:
+        """Act on the decision after ``failed``: raise it, or hold, tell and wait."""
+        request = call.request
+        policy = self.testing or self.retry
+        decision: Decision = decide(policy, failed, call.tries - 1, self._random)
+        if decision.hold is not None:
+            try:
+                await self._ask(call, self.limiter.hold(request.network, decision.hold), failed)
+            except LimiterError as exc:  # the hold could not be placed: that is the error now
+                failed = exc
+                decision = decide(policy, failed, call.tries - 1, self._random)
+        failed.attempts = call.attempts
+        if not decision.retry:
+            if decision.why:
+                failed.message = f"{failed.message}; {decision.why}"
             raise failed
-        delay = self._delay(failed, attempt, network)
-        if attempt >= retry.max_retries:
-            raise failed
-        if expires is not None and asyncio.get_running_loop().time() + delay >= expires:
-            raise RequestTimeoutError(
-                f"the deadline would pass during the {delay:.3g}s wait before the next attempt",
-                url=url,
-                network=network.value,
-            ) from failed
-        log.info(
-            "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
-            url,
-            network.value,
-            _reason(failed),
-            attempt + 1,
-            retry.max_retries + 1,
-            delay,
+        wait = decision.wait
+        if call.expires is not None and asyncio.get_running_loop().time() + wait >= call.expires:
+            error = RequestTimeoutError(
+                f"the deadline would pass during the {wait:.3g}s wait before the next attempt",
+                url=request.url,
+                network=request.network.value,
+            )
+            error.attempts = call.attempts
+            raise error from failed
+        event = RetryEvent(
+            operation=request.operation,
+            network=request.network,
+            url=request.url,
+            attempt=call.tries,
+            wait=wait,
+            error=failed,
         )
-        if delay > 0:
-            await asyncio.sleep(delay)
-
-    def _delay(self, exc: ApiError, attempt: int, network: Network) -> float:
-        """How long to wait before the next attempt; raises ``exc`` when waiting is pointless.
-
-        A 429 also holds back every other request of this client to ``network`` as long.
-        """
-        retry = self.retry
-        retry_after = None
-        if isinstance(exc, StatusError):
-            if isinstance(exc, RateLimitError):
-                retry_after = exc.retry_after
-            else:
-                retry_after = parse_retry_after(exc.headers.get("Retry-After"))
-        if retry_after is not None and retry_after > retry.retry_after_cap:
-            if isinstance(exc, RateLimitError) and retry.wait:
-                self._hold(network, retry_after)
-            raise exc  # the server asks for longer than we are willing to wait
-        if not retry.wait:
-            return 0.0
-        if retry_after is not None:
-            delay = retry_after
-        elif isinstance(exc, RateLimitError):
-            delay = retry.backoff(attempt, floor=0.5)
-        else:
-            delay = retry.backoff(attempt)
-        if isinstance(exc, RateLimitError):
-            self._hold(network, delay)
-        return delay
-
-    def _hold(self, network: Network, seconds: float) -> None:
-        """Hold back every request to ``network`` for ``seconds`` (the shared back-off)."""
-        until = asyncio.get_running_loop().time() + seconds
-        if until > self._not_before.get(network, 0.0):
-            self._not_before[network] = until
-
-    async def _wait_shared_backoff(self, network: Network, url: str, expires: float | None) -> None:
-        """Wait while ``network`` is held back after a 429 (a later 429 may extend it)."""
-        loop = asyncio.get_running_loop()
-        while True:
-            until = self._not_before.get(network)
-            if until is None:
-                return
-            wait = until - loop.time()
-            if wait <= 0 or not self.retry.wait:
-                del self._not_before[network]
-                return
-            if wait > self.retry.retry_after_cap:
-                raise RateLimitError(
-                    f"HTTP 429 earlier: the server asked this client to wait {wait:.0f}s more, "
-                    f"longer than the {self.retry.retry_after_cap:g}s Retry-After cap",
-                    status=429,
-                    url=url,
-                    network=network.value,
-                    retry_after=wait,
-                )
-            if expires is not None and until >= expires:
-                raise RequestTimeoutError(
-                    f"the deadline would pass during the {wait:.3g}s shared back-off after a 429",
-                    url=url,
-                    network=network.value,
-                )
+        if self._telemetry is not None:
+            self._telemetry.retry(event)
+        try:
+            self._on_retry(event)
+        except Exception:
+            log.warning("on_retry raised; ignored", exc_info=True)
+        if wait > 0:
             await asyncio.sleep(wait)
 
-    async def _attempt(
-        self,
-        operation: str,
-        network: Network,
-        url: str,
-        decode: Callable[[bytes], T],
-        attempt: int,
-    ) -> T:
+    def _log_retry(self, event: RetryEvent) -> None:
+        """The default ``on_retry``: one INFO line per retry (never a header value)."""
+        error = event.error
+        reason = (
+            f"HTTP {error.status}"
+            if isinstance(error, StatusError)
+            else f"{type(error).__name__}: {error.message}"
+        )
+        log.info(
+            "retrying GET %s [%s] after %s (attempt %d of %d) in %.3fs",
+            event.url,
+            event.network.value,
+            reason,
+            event.attempt,
+            (self.testing or self.retry).max_retries + 1,
+            event.wait,
+        )
+
+    # --- the limiter --------------------------------------------------------------------
+
+    async def _admit(self, call: _Call, failed: ApiError | None) -> None:
+        """Wait until the limiter lets the next attempt go (its rates, the 429 hold).
+
+        After a wait, a 429 hold that appeared meanwhile forfeits the slot: ask again, so
+        nothing is sent inside a hold nor in a burst when it ends.
+        """
+        request = call.request
+        limiter = self.limiter
+        loop = asyncio.get_running_loop()
+        cap = (self.testing or self.retry).retry_after_cap
+        while True:
+            admission: Admission = await self._ask(
+                call, limiter.acquire(request.operation, request.network), failed
+            )
+            if admission.held > cap:
+                error: ApiError = RateLimitError(
+                    f"HTTP 429 earlier: the server asked to wait {admission.held:.0f}s more "
+                    f"on this network, longer than retry_after_cap={cap:g}s",
+                    status=429,
+                    url=request.url,
+                    network=request.network.value,
+                    retry_after=admission.held,
+                )
+                raise _refused(error, call, failed)
+            wait = admission.wait
+            if wait <= 0:
+                return
+            if call.expires is not None and loop.time() + wait >= call.expires:
+                error = RequestTimeoutError(
+                    f"the deadline would pass during the {wait:.3g}s wait for the limiter "
+                    f"(its rate limit, or a 429 hold)",
+                    url=request.url,
+                    network=request.network.value,
+                )
+                raise _refused(error, call, failed)
+            await asyncio.sleep(wait)
+            held = await self._ask(call, limiter.held(request.network), failed)
+            if held <= 0:
+                return
+
+    async def _ask(self, call: _Call, question: Awaitable[T], failed: ApiError | None) -> T:
+        """One call to the limiter, bounded by the attempt's timeout; any failure of it
+        becomes a LimiterError naming it (retried like a connection failure)."""
+        request = call.request
+        limiter = self.limiter
+        try:
+            async with asyncio.timeout(self._limiter_timeout) as scope:
+                return await question
+        except LimiterError as exc:
+            exc.url, exc.network = request.url, request.network.value
+            raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and scope.expired():
+                why = f"did not answer within {self._limiter_timeout:g}s"
+            else:
+                why = f"failed: {type(exc).__name__}: {exc}"
+            raise LimiterError(
+                f"the limiter {limiter!r} {why}",
+                limiter=repr(limiter),
+                url=request.url,
+                network=request.network.value,
+            ) from exc
+
+    # --- one attempt ----------------------------------------------------------------------
+
+    async def _attempt(self, call: _Call) -> Response[T]:
+        request = call.request
+        url, network = request.url, request.network
         session = self._session if self._session is not None else self._open()
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("GET %s [%s] %s attempt %d", url, network.value, operation, attempt + 1)
+            log.debug(
+                "GET %s [%s] %s attempt %d", url, network.value, request.operation, call.attempts
+            )
         slots = self._slots
         if slots is not None:
             await slots.acquire()
+        target = URL(url, encoded=True)
+        hops = 0
         try:
-            async with session.get(
-                URL(url, encoded=True),
-                headers=self._request_headers,
-                timeout=self._timeout,
-                trace_request_ctx=(
-                    {"operation": operation, "network": network.value, "attempt": attempt + 1}
-                    if self._tracing
-                    else None
-                ),
-            ) as response:
+            while True:
+                response = await session.get(
+                    target,
+                    headers=self._request_headers,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    middlewares=self._middlewares,
+                    trace_request_ctx=(
+                        {
+                            "operation": request.operation,
+                            "network": network.value,
+                            "attempt": call.attempts,
+                        }
+                        if self._tracing
+                        else None
+                    ),
+                )
                 status = response.status
+                if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
+                    break
+                response.release()
+                location = response.headers["Location"]
+                follow = _redirect(target, location)
+                if isinstance(follow, str) or hops == MAX_REDIRECTS:
+                    why = (
+                        follow
+                        if isinstance(follow, str)
+                        else f"too many redirects ({hops} followed)"
+                    )
+                    raise mark_final(
+                        StatusError(
+                            f"HTTP {status}: the redirect to {location!r} was refused: {why}",
+                            status=status,
+                            url=url,
+                            headers=response.headers,
+                            network=network.value,
+                        )
+                    )
+                target, hops = follow, hops + 1
+            async with response:
                 if status >= 300 or status < 200:
                     text = await _read_preview(response)
                     raise status_error(
@@ -539,10 +635,20 @@ class Transport:
             if slots is not None:
                 slots.release()
         try:
-            return decode(body)
+            value = request.decode(body)
         except DecodeError as exc:
             exc.url, exc.network = url, network.value
             raise
+        return Response(
+            value,
+            status,
+            response.headers,
+            body,
+            url if hops == 0 else str(target),
+            network,
+            call.attempts,
+            asyncio.get_running_loop().time() - call.started,
+        )
 
     async def _read_capped(
         self, response: aiohttp.ClientResponse, length: int | None, url: str, network: Network
@@ -558,6 +664,14 @@ class Transport:
             if len(body) > cap:
                 raise _too_large(cap, url, network, "it kept growing")
         return bytes(body)
+
+
+def _refused(error: ApiError, call: _Call, failed: ApiError | None) -> ApiError:
+    """An error of the limiter's answer (a hold past the cap, the deadline): final."""
+    error.attempts = call.attempts
+    error.__cause__ = failed
+    error._asyncapi_admission = True  # type: ignore[attr-defined]
+    return error
 
 
 def _too_large(cap: int, url: str, network: Network, why: str) -> ResponseTooLargeError:
@@ -582,9 +696,3 @@ async def _read_preview(response: aiohttp.ClientResponse) -> str:
         return raw.decode(response.charset or "utf-8", errors="replace")
     except LookupError:
         return raw.decode("utf-8", errors="replace")
-
-
-def _reason(exc: ApiError) -> str:
-    if isinstance(exc, StatusError):
-        return f"HTTP {exc.status}"
-    return f"{type(exc).__name__}: {exc.message}"

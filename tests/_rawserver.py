@@ -18,11 +18,13 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -34,10 +36,13 @@ __all__ = [
     "Conn",
     "RawServer",
     "big_body",
+    "close",
     "cut_short",
     "drain_accepts",
     "endless_chunks",
+    "forward",
     "hang",
+    "raw",
     "reserve_port",
     "reset",
     "reset_mid_body",
@@ -135,6 +140,53 @@ def reset() -> Behaviour:
     return play
 
 
+def close() -> Behaviour:
+    """Read the request, then close the connection in order (FIN) without a byte of answer."""
+
+    async def play(conn: Conn) -> None:
+        conn.writer.close()
+
+    return play
+
+
+def raw(data: bytes) -> Behaviour:
+    """Write ``data`` as it is (a malformed status line, huge headers...), then close."""
+
+    async def play(conn: Conn) -> None:
+        conn.writer.write(data)
+        await conn.writer.drain()
+        conn.sent += len(data)
+
+    return play
+
+
+def forward() -> Behaviour:
+    """Act as a forward HTTP proxy: the request line names an absolute ``http://`` URL; send
+    the request on to it (origin-form, ``Proxy-*`` headers dropped) and relay the answer."""
+
+    async def play(conn: Conn) -> None:
+        target = urlsplit(conn.target)
+        assert target.scheme == "http", f"not a proxy request: {conn.target}"
+        assert target.hostname is not None
+        path = target.path + (f"?{target.query}" if target.query else "")
+        headers = {k: v for k, v in conn.headers.items() if not k.startswith("proxy-")}
+        headers["connection"] = "close"
+        head = [f"{conn.method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())]
+        reader, writer = await asyncio.open_connection(target.hostname, target.port or 80)
+        try:
+            writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            await writer.drain()
+            async with asyncio.timeout(SERVER_LIMIT):
+                answer = await reader.read()
+        finally:
+            writer.close()
+        conn.writer.write(answer)
+        await conn.writer.drain()
+        conn.sent += len(answer)
+
+    return play
+
+
 def reset_mid_body(body: bytes = b'{"poolId": "p", "more": "' + b"x" * 200 + b'"}') -> Behaviour:
     """Send the headers and half the body, then reset the connection."""
 
@@ -218,10 +270,10 @@ def big_body(size: int, *, announce: bool = True, chunk: int = 64 * 1024) -> Beh
     return play
 
 
-def reserve_port() -> socket.socket:
+def reserve_port(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A socket bound to a loopback port that does not listen yet: connecting is refused."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, port))
     return sock
 
 
@@ -231,7 +283,8 @@ class RawServer:
     ``async with RawServer([...]) as server:`` starts it; ``server.base_url`` is its
     address and ``server.conns`` every request it read, in order. With ``sock`` (see
     :func:`reserve_port`) and ``listen=False`` connections are refused until
-    :meth:`listen` is awaited.
+    :meth:`listen` is awaited. With ``tls`` (a server-side context) it speaks HTTPS;
+    ``accepted`` counts connections as they are accepted, before any TLS handshake.
     """
 
     def __init__(
@@ -241,12 +294,16 @@ class RawServer:
         default: Behaviour | None = None,
         sock: socket.socket | None = None,
         listen: bool = True,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._script = list(script)
         self._default = default or respond(200, pool_json())
         self._sock = sock or reserve_port()
         self._listen_at_start = listen
-        self.port: int = self._sock.getsockname()[1]
+        self.host: str
+        self.host, self.port = self._sock.getsockname()[:2]
+        self._tls = tls
+        self.accepted = 0
         self.conns: list[Conn] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -255,7 +312,7 @@ class RawServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self._tls else 'http'}://{self.host}:{self.port}"
 
     @property
     def count(self) -> int:
@@ -290,7 +347,13 @@ class RawServer:
             self._server = await self._thread.run(self._start())
 
     async def _start(self) -> asyncio.Server:
-        return await asyncio.start_server(self._handle, sock=self._sock)
+        loop = asyncio.get_running_loop()
+
+        def accept() -> asyncio.StreamReaderProtocol:  # called before any TLS handshake
+            self.accepted += 1
+            return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._handle)
+
+        return await loop.create_server(accept, sock=self._sock, ssl=self._tls)
 
     async def _close(self) -> None:
         await drain_accepts()

@@ -27,6 +27,7 @@ __all__ = [
     "Board",
     "Fault",
     "FaultSchedule",
+    "PagesBoard",
     "Seen",
     "ShiftingBoard",
     "StaticBoard",
@@ -61,22 +62,24 @@ def make_orders(count: int, user: str = ADDRESS) -> list[dict[str, Any]]:
     ]
 
 
-def cursor_for(offset: int) -> str:
-    """The server's cursor for the page starting at ``offset`` (with characters to encode)."""
-    return f"c/{offset}+="
+def cursor_for(offset: int, pad: int = 0) -> str:
+    """The server's cursor for the page starting at ``offset`` (with characters to encode),
+    ``pad`` characters longer."""
+    return f"c/{offset}{'p' * pad}+="
 
 
 def _offset_of(cursor: str) -> int | None:
     if not (cursor.startswith("c/") and cursor.endswith("+=")):
         return None
     try:
-        return int(cursor[2:-2])
+        return int(cursor[2:-2].rstrip("p"))
     except ValueError:
         return None
 
 
-def entry(rank: int) -> dict[str, Any]:
-    return {"rank": rank, "address": f"0x{rank:040x}", "score": 10_000.0 - rank}
+def entry(rank: int, address: str | None = None) -> dict[str, Any]:
+    """A leaderboard entry; its address is made from its rank unless given."""
+    return {"rank": rank, "address": address or f"0x{rank:040x}", "score": 10_000.0 - rank}
 
 
 class Board(Protocol):
@@ -112,6 +115,23 @@ class ShiftingBoard:
             return StaticBoard(self.before).page(page, limit, nth)
         start = max(0, (page - 1) * limit - self.overlap)
         return [entry(r) for r in range(start + 1, min(self.after, start + limit) + 1)], self.after
+
+
+@attrs.define
+class PagesBoard:
+    """A board given page by page as (rank, address) pairs, claiming ``total`` entries.
+
+    A page not given is empty. With ``ignore_page`` every request gets page 1, as from a
+    server that ignores the page parameter.
+    """
+
+    pages: Mapping[int, Sequence[tuple[int, str]]]
+    total: int
+    ignore_page: bool = False
+
+    def page(self, page: int, limit: int, nth: int) -> tuple[list[dict[str, Any]], int]:
+        rows = self.pages.get(1 if self.ignore_page else page, ())
+        return [entry(rank, address) for rank, address in rows], self.total
 
 
 #: The faults of the random schedule: 500, 503, 429 (with a small Retry-After), a reset
@@ -171,7 +191,11 @@ class WalkServer:
     ``latency`` delays every answer (seconds, or a function of the request); ``page_faults``
     plays the listed faults, one per request, on the given page number (orders: the
     cursor page counted from 1); ``schedule`` adds random faults; ``repeat_cursor_on_page``
-    makes that page hand back the cursor its previous page handed back.
+    makes that page hand back the cursor its previous page handed back. ``cursor_pad``
+    characters are added to every cursor (a server with huge cursors); ``max_requests``
+    bounds a test against a walk that would not end: past it, every request gets 410.
+    ``record_queries=False`` keeps no query in ``seen`` (memory measurements).
+    ``answer_after={2: 3}`` answers page 2 only once a request for page 3 has arrived.
     """
 
     def __init__(
@@ -186,6 +210,10 @@ class WalkServer:
         schedule: FaultSchedule | None = None,
         repeat_cursor_on_page: int | None = None,
         retry_after: str = "0.01",
+        cursor_pad: int = 0,
+        max_requests: int | None = None,
+        record_queries: bool = True,
+        answer_after: Mapping[int, int] | None = None,
     ) -> None:
         self.orders = make_orders(orders)
         self.board: Board = board or StaticBoard(0)
@@ -196,6 +224,10 @@ class WalkServer:
         self.schedule = schedule
         self.repeat_cursor_on_page = repeat_cursor_on_page
         self.retry_after = retry_after
+        self.cursor_pad = cursor_pad
+        self.max_requests = max_requests
+        self.record_queries = record_queries
+        self.answer_after = dict(answer_after or {})
         self.seen: list[Seen] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -232,7 +264,11 @@ class WalkServer:
         app.router.add_get("/api/dash/leaderboard", self._leaderboard)
         app.router.add_get("/api/clob/pools/{pool_id}", self._pool)
         self._runner = web.AppRunner(
-            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+            app,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1.0,
+            max_line_size=8190 + 2 * self.cursor_pad,
         )
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -271,7 +307,8 @@ class WalkServer:
     async def _serve(
         self, request: web.Request, page: int, answer: Callable[[], web.StreamResponse]
     ) -> web.StreamResponse:
-        seen = Seen(request.path, dict(request.query), page, time.monotonic())
+        query = dict(request.query) if self.record_queries else {}
+        seen = Seen(request.path, query, page, time.monotonic())
         self.seen.append(seen)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -280,7 +317,13 @@ class WalkServer:
             delay = self._latency(seen) if callable(self._latency) else self._latency
             if delay:
                 await asyncio.sleep(delay)
+            if page in self.answer_after:
+                other = self.answer_after[page]
+                await self._wait_until(lambda: any(s.page == other for s in self.seen), 5.0)
             fault = self._fault(request, page)
+            if self.max_requests is not None and len(self.seen) > self.max_requests:
+                seen.outcome = "410"
+                return web.json_response({"error": "request budget exhausted"}, status=410)
             if fault is None:
                 response = answer()
                 seen.outcome = str(response.status)
@@ -339,21 +382,22 @@ class WalkServer:
             and ("side" not in query or order["side"] == query["side"])
         ]
         page = offset // limit + 1
+        pad = self.cursor_pad
 
         def answer() -> web.StreamResponse:
             chunk = rows[offset : offset + limit]
             body: dict[str, Any] = {"orders": chunk}
             more = offset + limit < len(rows)
             if page == self.repeat_cursor_on_page:
-                body["cursor"] = cursor_for(offset)  # the cursor that brought us here
+                body["cursor"] = cursor_for(offset, pad)  # the cursor that brought us here
             elif more or (self.last_page == "empty_page" and chunk):
-                body["cursor"] = cursor_for(offset + limit)
+                body["cursor"] = cursor_for(offset + limit, pad)
             elif self.last_page == "null":
                 body["cursor"] = None
             elif self.last_page == "empty":
                 body["cursor"] = ""
             elif self.last_page == "empty_page":
-                body["cursor"] = cursor_for(offset + limit)  # an empty page still says "more"
+                body["cursor"] = cursor_for(offset + limit, pad)  # an empty page says "more"
             return web.json_response(body)
 
         return await self._serve(request, page, answer)

@@ -1,42 +1,24 @@
-"""The command line, run as a subprocess against the fake exchange served on loopback.
-
-The fake runs in a thread of the test process for the whole module; every CLI run is a
-real ``python -m asyncapi_client`` process with an environment that names only the hosts
-the test chooses. Independent runs of one test go in parallel to keep the module fast.
+"""The command line in this process, ``main(argv, stdout=, stderr=, environ=)``, against the
+fake exchange served from a thread. Only what needs a real process (the console script, a
+terminal, a broken pipe, a signal) starts one: see test_cli_process.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import errno
+import io
 import json
 import math
-import os
-import pty
 import re
-import select
-import shutil
-import signal
 import socket
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import attrs
 import pytest
-from aiohttp import web
 
-from asyncapi_client import Network
-from asyncapi_client._cli import main
+from asyncapi_client import Network, NotFoundError
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest
+from tests._cli import Run, cli, hosts, project
 
-CLI = (sys.executable, "-m", "asyncapi_client")
-RUN_TIMEOUT = 60.0
 FORMATS = ("json", "jsonl", "table")
 
 TOKEN_KEYS = ("address", "name", "symbol", "decimals", "totalSupply", "logoUri", "priceUsd")
@@ -54,118 +36,19 @@ ORDER_KEYS = (
 DECIMAL_KEYS = ("price", "size", "filledSize")
 
 
-def base_env(**hosts: str) -> dict[str, str]:
-    """This process's environment without ASYNCAPI_* variables, plus ``hosts``.
-
-    PYTHONUNBUFFERED is dropped too: a user's stdout is buffered, so streaming must flush.
-    """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("ASYNCAPI_") and k != "PYTHONUNBUFFERED"
-    }
-    env.update(hosts)
-    return env
-
-
-@attrs.frozen
-class Run:
-    """One finished CLI process."""
-
-    args: tuple[str, ...]
-    returncode: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def jsonl(self) -> list[Any]:
-        return [json.loads(line) for line in self.stdout.splitlines()]
-
-    def lines(self) -> list[str]:
-        return self.stdout.splitlines()
-
-    def ok(self) -> Run:
-        """Itself, after checking it exited 0 and kept stderr empty (no terminal: no progress)."""
-        assert self.returncode == 0, (self.args, self.returncode, self.stderr)
-        assert self.stderr == "", (self.args, self.stderr)
-        return self
-
-
-def run_cli(*args: str, env: Mapping[str, str] | None = None, command: Sequence[str] = CLI) -> Run:
-    done = subprocess.run(
-        [*command, *args],
-        env=base_env() if env is None else dict(env),
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=RUN_TIMEOUT,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    return Run(tuple(args), done.returncode, done.stdout, done.stderr)
-
-
 class Fake:
-    """The fake exchange served from a thread with its own event loop, for sync tests."""
+    """The fake exchange served from a thread, and the CLI pointed at it."""
 
-    def __init__(self, exchange: FakeExchange) -> None:
+    def __init__(self, exchange: FakeExchange, server: FakeServer) -> None:
         self.exchange = exchange
-        self._ready = threading.Event()
-        self._failure: BaseException | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._server: FakeServer | None = None
-        self._thread = threading.Thread(target=self._run, name="fake-exchange", daemon=True)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as exc:  # reported to the test thread by start()
-            self._failure = exc
-            self._ready.set()
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
-        async with FakeServer(self.exchange) as server:
-            self._server = server
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> Fake:
-        self._thread.start()
-        assert self._ready.wait(15), "the fake exchange did not start within 15 s"
-        if self._failure is not None:
-            raise self._failure
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(15)
-        assert not self._thread.is_alive(), "the fake exchange did not stop within 15 s"
-
-    @property
-    def server(self) -> FakeServer:
-        assert self._server is not None
-        return self._server
-
-    @property
-    def env(self) -> dict[str, str]:
-        return base_env(
-            ASYNCAPI_BASE_URL=self.server.base_url,
-            ASYNCAPI_TESTNET_BASE_URL=self.server.testnet_base_url,
-        )
+        self.server = server
+        self.env = hosts(server.base_url, server.testnet_base_url)
 
     def cli(self, *args: str) -> Run:
-        return run_cli(*args, env=self.env)
+        return cli(*args, env=self.env)
 
     def cli_all(self, *invocations: Sequence[str]) -> list[Run]:
-        """Several CLI runs at once (each in its own process), results in order."""
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            return list(pool.map(lambda argv: self.cli(*argv), invocations))
+        return [self.cli(*argv) for argv in invocations]
 
     def requests(self, operation: str) -> list[RecordedRequest]:
         return [r for r in list(self.server.requests) if r.operation == operation]
@@ -173,15 +56,9 @@ class Fake:
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[Fake]:
-    served = Fake(FakeExchange.generate(seed=7)).start()
-    try:
-        yield served
-    finally:
-        served.stop()
-
-
-def project(wire: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    return {key: wire.get(key) for key in keys}
+    exchange = FakeExchange.generate(seed=7)
+    with FakeServer(exchange).in_thread() as server:
+        yield Fake(exchange, server)
 
 
 def a_user(fake: Fake) -> str:
@@ -231,26 +108,19 @@ def test_tokens_in_every_format(fake: Fake) -> None:
         assert row.startswith(token["symbol"])
         assert token["totalSupply"] in row.split()  # exact decimals in the table too
         address = token["address"]
-        assert f"{address[:6]}…{address[-4:]}" in row
-        assert address not in row
+        assert address in row  # no terminal to fit: ids in full
 
 
 def test_markets_go_to_the_testnet_host_unless_network_is_given(fake: Fake) -> None:
     token = next(t for t in fake.exchange.markets if len(fake.exchange.markets[t]) >= 2)
     markets = fake.exchange.markets[token]
-    only_testnet = base_env(ASYNCAPI_TESTNET_BASE_URL=fake.server.testnet_base_url)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        # with no main host configured at all, markets still works: it needs only testnet
-        json_run = pool.submit(run_cli, "--format", "json", "markets", token, env=only_testnet)
-        jsonl_run = pool.submit(fake.cli, "--format", "jsonl", "markets", token)
-        table_run = pool.submit(fake.cli, "--format", "table", "markets", token)
-        # the fake serves markets on the main host too, so --network mainnet can be seen
-        mainnet_run = pool.submit(
-            fake.cli, "--network", "MAINNET", "--format", "jsonl", "markets", token
-        )
-    as_json, as_jsonl, as_table, on_mainnet = (
-        r.result().ok() for r in (json_run, jsonl_run, table_run, mainnet_run)
-    )
+    only_testnet = {"ASYNCAPI_TESTNET_BASE_URL": fake.server.testnet_base_url}
+    # with no main host configured at all, markets still works: it needs only testnet
+    as_json = cli("--format", "json", "markets", token, env=only_testnet).ok()
+    as_jsonl = fake.cli("--format", "jsonl", "markets", token).ok()
+    as_table = fake.cli("--format", "table", "markets", token).ok()
+    # the fake serves markets on the main host too, so --network mainnet can be seen
+    on_mainnet = fake.cli("--network", "MAINNET", "--format", "jsonl", "markets", token).ok()
     assert [m["address"] for m in as_json.json()] == [m["address"] for m in markets]
     assert as_json.json()[0]["token0"] == project(markets[0]["token0"], TOKEN_KEYS)
     assert set(as_json.json()[0]) == {
@@ -333,12 +203,15 @@ def test_orders_one_page_in_every_format(fake: Fake) -> None:
     assert page["orders"] == expected
     assert isinstance(page["cursor"], str)
     assert page["cursor"]
-    assert as_jsonl.jsonl() == expected
+    assert as_jsonl.jsonl() == [page]  # one page, one line: the cursor is kept
 
     header = as_table.lines()[0].split()
     assert header[:8] == ["time", "(utc)", "pool", "side", "price", "size", "filled", "status"]
     lines = as_table.lines()
-    assert lines[-1].startswith("(more orders")
+    assert lines[-1] == (
+        "(more orders on further pages: add --all to get them all, or "
+        f"--cursor {page['cursor']} for the next page)"
+    )
     rows = lines[2:-1]
     assert len(rows) == 5
     for row, order in zip(rows, expected, strict=True):
@@ -346,7 +219,7 @@ def test_orders_one_page_in_every_format(fake: Fake) -> None:
         assert cells[3] == "BUY"
         assert cells[-2] == "FILLED"
         assert [order[k] for k in DECIMAL_KEYS] == cells[4:7]
-        assert order["poolId"][:6] + "…" in row
+        assert order["poolId"] in row
 
 
 def test_orders_all_walks_every_page_in_every_format(fake: Fake) -> None:
@@ -379,6 +252,27 @@ def test_orders_all_walks_every_page_in_every_format(fake: Fake) -> None:
     assert sum("cursor" in r.query for r in walk) == 3 * (pages - 1)
 
 
+def test_orders_cursor_fetches_the_page_at_that_cursor(fake: Fake) -> None:
+    address = a_user(fake)
+    expected = [project(o, ORDER_KEYS) for o in fake.exchange.orders[address]]
+    first = fake.cli("orders", address, "--limit", "5").ok().json()
+    assert first["orders"] == expected[:5]
+    second = fake.cli("orders", address, "--limit", "5", "--cursor", first["cursor"]).ok().json()
+    assert second["orders"] == expected[5:10]
+    (third,) = (
+        fake.cli(
+            "--format", "jsonl", "orders", address, "--limit", "5", "--cursor", second["cursor"]
+        )
+        .ok()
+        .jsonl()
+    )
+    assert third["orders"] == expected[10:15]
+    assert third["cursor"] not in (None, first["cursor"], second["cursor"])
+    both = fake.cli("orders", address, "--all", "--cursor", first["cursor"])
+    assert both.returncode == 2
+    assert "--cursor cannot be combined with --all" in both.stderr
+
+
 def test_leaderboard_page_in_every_format(fake: Fake) -> None:
     board = fake.exchange.leaderboard
     args = ("leaderboard", "--page", "3", "--limit", "20")
@@ -393,7 +287,7 @@ def test_leaderboard_page_in_every_format(fake: Fake) -> None:
         "total": len(board),
         "totalPages": math.ceil(len(board) / 20),
     }
-    assert as_jsonl.jsonl() == board[40:60]
+    assert as_jsonl.jsonl() == [page]
     lines = as_table.lines()
     assert lines[0].split() == ["rank", "address", "score"]
     assert [int(line.split()[0]) for line in lines[2:-1]] == list(range(41, 61))
@@ -416,7 +310,7 @@ def test_leaderboard_all_walks_every_page_in_every_format(fake: Fake) -> None:
     assert {r.query.get("limit") for r in walk} == {"40"}
 
 
-# --- exit status ---------------------------------------------------------------------------------
+# --- exit status and errors: one prefix, one line ---------------------------------------------
 
 
 def closed_port() -> int:
@@ -427,268 +321,30 @@ def closed_port() -> int:
     return port
 
 
-def assert_one_line(run: Run, status: int, starts: str) -> None:
-    assert run.returncode == status, (run.args, run.returncode, run.stderr)
-    assert "Traceback" not in run.stderr, run.stderr
-    assert run.stderr.count("\n") == 1, run.stderr
-    assert run.stderr.endswith("\n"), run.stderr
-    assert run.stderr.startswith(starts), run.stderr
-    assert run.stdout == ""
-
-
 def test_exit_status_1_for_api_errors_and_2_for_usage(fake: Fake) -> None:
-    """Every case in its own process, all at once: each ends with one line on stderr."""
     unreachable = f"http://127.0.0.1:{closed_port()}"
-    api_errors = {
-        "missing pool": (fake.env, ["pool", "no-such-pool"], "error: HTTP 404"),
-        "missing user, walk": (fake.env, ["orders", "0xnobody", "--all"], "error: HTTP 404"),
-        "unreachable": (base_env(), ["--base-url", unreachable, "tokens"], "error: "),
-    }
+    missing = fake.cli("pool", "no-such-pool").one_line_error(1)
+    assert "HTTP 404" in missing
+    assert f"{fake.server.base_url}/api/clob/pools/no-such-pool" in missing
+    assert "[mainnet]" in missing
+    assert "HTTP 404" in fake.cli("orders", "0xnobody", "--all").one_line_error(1)
+    down = cli("--base-url", unreachable, "--max-retries", "0", "tokens")
+    assert unreachable in down.one_line_error(1)
+    assert down.stdout == ""
+
     usage_errors = {
         "unknown command": (fake.env, ["frobnicate"], "invalid choice"),
         "--limit 0": (fake.env, ["orders", "0xabc", "--limit", "0"], "--limit"),
         "--status BOGUS": (fake.env, ["orders", "0xabc", "--status", "BOGUS"], "'BOGUS'"),
-        # the environment is cleared: no host configured anywhere
-        "no host": (base_env(), ["tokens"], "ASYNCAPI_BASE_URL"),
+        "no host": ({}, ["tokens"], "ASYNCAPI_BASE_URL"),
     }
-    cases = {**api_errors, **usage_errors}
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {
-            name: pool.submit(run_cli, *args, env=env) for name, (env, args, _) in cases.items()
-        }
-    runs = {name: future.result() for name, future in futures.items()}
-
-    for name, (_, _, starts) in api_errors.items():
-        assert_one_line(runs[name], 1, starts)
-    stderr = runs["missing pool"].stderr
-    assert f"{fake.server.base_url}/api/clob/pools/no-such-pool" in stderr
-    assert "[mainnet]" in stderr
-    assert unreachable in runs["unreachable"].stderr
-
-    for name, (_, args, mentions) in usage_errors.items():
-        run = runs[name]
+    for _name, (env, args, mentions) in usage_errors.items():
+        run = cli(*args, env=env)
         assert run.returncode == 2, (args, run.returncode, run.stderr)
         assert "Traceback" not in run.stderr, run.stderr
         assert mentions in run.stderr, run.stderr
-        assert run.stderr.splitlines()[-1].startswith("asyncapi-client"), run.stderr
+        assert run.stderr.splitlines()[-1].startswith("asyncapi-client: error: "), run.stderr
         assert run.stdout == ""
-
-
-# --- entry points, terminals, pipes ---------------------------------------------------------
-
-
-def test_the_console_script_works_like_the_module(fake: Fake) -> None:
-    """``asyncapi-client`` (the installed script); every other test runs ``python -m``."""
-    script = Path(sys.executable).with_name("asyncapi-client")
-    if not script.exists():  # pragma: no cover - the venv always has it once installed
-        found = shutil.which("asyncapi-client")
-        assert found is not None, "the asyncapi-client console script is not installed"
-        script = Path(found)
-    args = ("--format", "jsonl", "leaderboard", "--limit", "3")
-    run = run_cli(*args, env=fake.env, command=[str(script)]).ok()
-    assert run.jsonl() == fake.exchange.leaderboard[:3]
-
-
-def read_ptys(
-    proc: subprocess.Popen[bytes], masters: Mapping[str, int], limit: float
-) -> dict[str, bytes]:
-    """Everything written to each pseudo-terminal until the process exits (bounded)."""
-    out = dict.fromkeys(masters, b"")
-    open_fds = dict(masters)
-    deadline = time.monotonic() + limit
-    while open_fds and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(open_fds.values()), [], [], 0.2)
-        for name, fd in list(open_fds.items()):
-            if fd in ready:
-                try:
-                    chunk = os.read(fd, 65536)
-                except OSError as exc:  # EIO: the other end is closed and drained
-                    if exc.errno != errno.EIO:
-                        raise
-                    chunk = b""
-                if chunk:
-                    out[name] += chunk
-                else:
-                    del open_fds[name]
-        if proc.poll() is not None and not ready:
-            break
-    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-    return out
-
-
-@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs pseudo-terminals")
-def test_on_a_terminal_a_table_and_progress_on_stderr(fake: Fake) -> None:
-    out_master, out_slave = pty.openpty()
-    err_master, err_slave = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [*CLI, "leaderboard", "--all", "--limit", "50"],
-            env=fake.env,
-            stdin=subprocess.DEVNULL,
-            stdout=out_slave,
-            stderr=err_slave,
-        )
-        os.close(out_slave)
-        os.close(err_slave)
-        got = read_ptys(proc, {"out": out_master, "err": err_master}, RUN_TIMEOUT)
-    finally:
-        os.close(out_master)
-        os.close(err_master)
-    assert proc.returncode == 0, got
-    stdout = got["out"].decode().replace("\r\n", "\n")
-    stderr = got["err"].decode()
-    # no --format on a terminal: the table
-    lines = stdout.splitlines()
-    assert lines[0].split() == ["rank", "address", "score"]
-    assert len(lines) == 2 + len(fake.exchange.leaderboard)
-    # the walk's progress, redrawn in place, ending on its own line
-    assert "\r  50 entries, 1 page, " in stderr
-    assert stderr.rstrip("\r\n").endswith(" s\x1b[K")
-    assert "250 entries, 5 pages, " in stderr
-    assert "Traceback" not in stderr
-
-
-def test_broken_pipe_ends_quietly(fake: Fake) -> None:
-    """Reading only the start of a walk (like `| head -1`) ends the command quietly."""
-    address = a_user(fake)
-    proc = subprocess.Popen(
-        [*CLI, "--format", "json", "orders", address, "--all", "--limit", "10"],
-        env=fake.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()  # the reader goes away while the walk is writing
-    _, stderr = proc.communicate(timeout=RUN_TIMEOUT)
-    assert first == b"[\n"
-    assert proc.returncode == 0
-    assert stderr == b""
-
-
-# --- streaming and interruption, against a server that holds page 2 back -------------------
-
-
-class HeldBoard:
-    """A leaderboard server that answers page 1 at once and holds later pages until released."""
-
-    def __init__(self) -> None:
-        self.release = asyncio.Event()
-        self.pages = 4
-        app = web.Application()
-        app.router.add_get("/api/dash/leaderboard", self.handle)
-        self.runner = web.AppRunner(app, shutdown_timeout=1.0)
-        self.url = ""
-
-    async def handle(self, request: web.Request) -> web.Response:
-        page = int(request.query.get("page", "1"))
-        if page > 1:
-            await self.release.wait()
-        entries = [
-            {"rank": rank, "address": f"0x{rank:040x}", "score": 1000.5 - rank}
-            for rank in range((page - 1) * 2 + 1, page * 2 + 1)
-        ]
-        return web.json_response(
-            {"leaderboard": entries, "page": page, "limit": 2, "total": 8, "totalPages": self.pages}
-        )
-
-    async def __aenter__(self) -> HeldBoard:
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.release.set()
-        await self.runner.cleanup()
-
-
-async def start_walk(board: HeldBoard) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        *CLI,
-        "--format",
-        "json",
-        "leaderboard",
-        "--all",
-        env=base_env(ASYNCAPI_BASE_URL=board.url),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-
-
-def running(proc: asyncio.subprocess.Process) -> bool:
-    return proc.returncode is None
-
-
-async def read_until(stream: asyncio.StreamReader, marker: bytes) -> bytes:
-    async with asyncio.timeout(20):
-        return await stream.readuntil(marker)
-
-
-async def test_an_all_walk_prints_each_page_as_it_arrives() -> None:
-    async with HeldBoard() as board:
-        proc = await start_walk(board)
-        try:
-            assert proc.stdout is not None
-            head = await read_until(proc.stdout, b'"rank": 2,')
-            # page 1 is out while pages 2.. are still held by the server
-            assert head.startswith(b'[\n  {\n    "rank": 1,')
-            assert running(proc)
-            board.release.set()
-            async with asyncio.timeout(RUN_TIMEOUT):
-                rest, stderr = await proc.communicate()
-        finally:
-            if proc.returncode is None:  # pragma: no cover - only when an assertion failed
-                proc.kill()
-                await proc.wait()
-    assert proc.returncode == 0, stderr
-    entries = json.loads(head + rest)
-    assert [e["rank"] for e in entries] == list(range(1, 9))
-    assert stderr == b""
-
-
-async def test_interrupting_a_walk_exits_130_quietly() -> None:
-    async with HeldBoard() as board:
-        proc = await start_walk(board)
-        try:
-            assert proc.stdout is not None
-            await read_until(proc.stdout, b'"rank": 2,')  # mid-walk: page 2 is held
-            proc.send_signal(signal.SIGINT)
-            async with asyncio.timeout(RUN_TIMEOUT):
-                _, stderr = await proc.communicate()
-        finally:
-            if proc.returncode is None:  # pragma: no cover - only when an assertion failed
-                proc.kill()
-                await proc.wait()
-    assert proc.returncode == 130
-    assert stderr == b""
-
-
-# --- in process: main(argv) for the finer points (no process start-up to pay) -------------------
-
-
-@pytest.fixture
-def call(
-    fake: Fake, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., Run]:
-    """``call(*args, hosts=True)``: main(args) in this process, stdout and stderr captured."""
-    for name in list(os.environ):
-        if name.startswith("ASYNCAPI_"):
-            monkeypatch.delenv(name)
-
-    def call_main(*args: str, hosts: bool = True) -> Run:
-        with monkeypatch.context() as env:
-            if hosts:
-                env.setenv("ASYNCAPI_BASE_URL", fake.server.base_url)
-                env.setenv("ASYNCAPI_TESTNET_BASE_URL", fake.server.testnet_base_url)
-            status = main(list(args))
-        out, err = capsys.readouterr()
-        return Run(args, status, out, err)
-
-    return call_main
 
 
 @pytest.mark.parametrize(
@@ -700,66 +356,156 @@ def call(
         (["leaderboard", "--page", "0"], {}, "--page"),
         (["--network", "moon", "tokens"], {}, "unknown network"),
         (["--timeout", "-1", "tokens"], {}, "--timeout"),
+        (["--deadline", "0", "tokens"], {}, "--deadline"),
+        (["--max-retries", "-1", "tokens"], {}, "--max-retries"),
         (["--format", "xml", "tokens"], {}, "--format"),
         (["serve-fake", "--port", "70000"], {}, "--port"),
         (["markets", "0xabc"], {"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}, "--testnet-base-url"),
         (["--base-url", "ftp://example.invalid", "tokens"], {}, "--base-url 'ftp://"),
         (["tokens"], {"ASYNCAPI_BASE_URL": "not a url"}, "ASYNCAPI_BASE_URL 'not a url'"),
+        (["tokens", "--base-url", "http://u:p@h"], {}, "--base-url must not carry credentials"),
         (["pool", ""], {"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}, "pool_id"),
         ([], {}, "required: COMMAND"),
     ],
 )
-def test_more_usage_and_configuration_errors_exit_2(
-    call: Callable[..., Run],
-    monkeypatch: pytest.MonkeyPatch,
-    args: list[str],
-    env: dict[str, str],
-    mentions: str,
+def test_usage_and_configuration_errors_exit_2_with_the_one_prefix(
+    args: list[str], env: dict[str, str], mentions: str
 ) -> None:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    run = call(*args, hosts=False)
+    run = cli(*args, env=env)
     assert run.returncode == 2, (run.returncode, run.stderr)
     assert mentions in run.stderr
-    assert run.stderr.splitlines()[-1].startswith("asyncapi-client")
+    assert "Traceback" not in run.stderr
+    assert run.stderr.splitlines()[-1].startswith("asyncapi-client: error: ")
     assert run.stdout == ""
 
 
-def test_global_options_also_work_after_the_command(call: Callable[..., Run]) -> None:
-    before = call("--format", "jsonl", "leaderboard", "--limit", "2")
-    after = call("leaderboard", "--limit", "2", "--format", "jsonl")
+def test_usage_errors_show_the_command_usage_then_one_error_line() -> None:
+    run = cli("orders", "0xabc", "--limit", "0")
+    usage, error = run.stderr.split("\nasyncapi-client: error: ")
+    assert usage.startswith("usage: asyncapi-client orders ")
+    assert error.startswith("argument --limit: expected a positive integer")
+
+
+def test_global_options_work_before_or_after_the_command(fake: Fake) -> None:
+    before = fake.cli("--format", "csv", "--max-retries", "0", "leaderboard", "--limit", "2")
+    after = fake.cli("leaderboard", "--limit", "2", "--format", "csv", "--max-retries", "0")
     assert before.ok().stdout == after.ok().stdout
-    assert len(after.jsonl()) == 2
+    assert len(after.lines()) == 3  # a header and two rows
 
 
-def test_help_lists_every_command(call: Callable[..., Run]) -> None:
-    run = call("--help")
+def test_help_lists_every_command_and_each_command_shows_the_global_options() -> None:
+    run = cli("--help")
     assert run.returncode == 0
     for command in ("tokens", "markets", "pool", "user", "orders", "leaderboard", "demo"):
         assert command in run.stdout
     assert "serve-fake" in run.stdout
+    orders = cli("orders", "--help")
+    assert orders.returncode == 0
+    assert orders.stderr == ""
+    for option in ("--status", "--format", "--network", "--deadline", "--max-retries", "--wide"):
+        assert option in orders.stdout, option
 
 
-def test_tokens_search_sends_the_query(call: Callable[..., Run], fake: Fake) -> None:
-    found = call("tokens", "--search", "eth").ok().json()
+def test_version_prints_the_package_version() -> None:
+    from asyncapi_client import __version__
+
+    run = cli("--version").ok()
+    assert run.stdout == f"asyncapi-client {__version__}\n"
+
+
+# --- retries, deadline, verbose ---------------------------------------------------------------
+
+
+@pytest.fixture
+def failing() -> Iterator[Fake]:
+    """A fake whose pool answers 503 every time."""
+    from asyncapi_client.testing import Fault
+
+    exchange = FakeExchange.generate(seed=3, users=2, orders_per_user=5, leaderboard_size=5)
+
+    with FakeServer(exchange).in_thread() as server:
+        server.set_fault("pool", Fault(error_rate=1.0, error_status=503))
+        yield Fake(exchange, server)
+
+
+def test_max_retries_bounds_the_attempts(failing: Fake) -> None:
+    pool_id = next(iter(failing.exchange.pools))
+    failing.cli("--max-retries", "0", "pool", pool_id).one_line_error(1)
+    assert len(failing.requests("pool")) == 1
+    line = failing.cli("pool", pool_id, "--max-retries", "1").one_line_error(1)
+    assert len(failing.requests("pool")) == 3
+    assert "HTTP 503" in line
+
+
+def test_verbose_says_each_retry_on_stderr(failing: Fake) -> None:
+    pool_id = next(iter(failing.exchange.pools))
+    run = failing.cli("-v", "--max-retries", "2", "pool", pool_id)
+    assert run.returncode == 1
+    *retries, error = run.stderr.splitlines()
+    assert len(retries) == 2, run.stderr
+    assert all(r.startswith("asyncapi-client: retrying GET ") for r in retries), retries
+    assert "(attempt 1 of 3)" in retries[0]
+    assert "(attempt 2 of 3)" in retries[1]
+    assert error.startswith("asyncapi-client: error: ")
+    # without -v and off a terminal: only the error line
+    failing.cli("--max-retries", "1", "pool", pool_id).one_line_error(1)
+
+
+def test_a_host_that_never_answers_ends_at_the_deadline() -> None:
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        run = cli("--base-url", url, "--timeout", "60", "--deadline", "0.5", "pool", "x")
+    line = run.one_line_error(1)
+    assert "deadline" in line
+    assert url in line
+
+
+def test_the_cli_has_a_default_deadline() -> None:
+    from asyncapi_client._cli._args import DEFAULT_DEADLINE
+    from asyncapi_client._cli._commands import Context, client_for
+
+    parser_args = _parsed("pool", "x")
+    client = client_for(Context(parser_args, None, {"ASYNCAPI_BASE_URL": "http://h"}))  # type: ignore[arg-type]
+    assert client._transport.deadline == DEFAULT_DEADLINE == 30.0
+    client = client_for(
+        Context(_parsed("pool", "x", "--deadline", "2.5"), None, {"ASYNCAPI_BASE_URL": "http://h"})  # type: ignore[arg-type]
+    )
+    assert client._transport.deadline == 2.5
+
+
+def _parsed(*argv: str) -> Any:
+    from asyncapi_client._cli._args import build_parser
+    from asyncapi_client._cli._main import _COMMANDS
+
+    return build_parser(io.StringIO(), dict(_COMMANDS)).parse_args(argv)
+
+
+# --- finer points ---------------------------------------------------------------------------
+
+
+def test_tokens_search_sends_the_query(fake: Fake) -> None:
+    found = fake.cli("tokens", "--search", "eth").ok().json()
     assert found
     assert all("eth" in (t["symbol"] + t["name"]).lower() for t in found)
     assert len(found) < len(fake.exchange.tokens)
     assert any(r.query.get("search") == "eth" for r in fake.requests("tokens"))
 
 
-def test_a_walk_with_nothing_to_walk(call: Callable[..., Run], fake: Fake) -> None:
+def test_a_walk_with_nothing_to_walk(fake: Fake) -> None:
     args = ("orders", a_user(fake), "--all", "--market", "no-such-pool")
-    assert call("--format", "json", *args).ok().stdout == "[]\n"
-    assert call("--format", "jsonl", *args).ok().stdout == ""
-    assert call("--format", "table", *args).ok().stdout == "(no orders)\n"
-    assert call("--format", "table", "tokens", "--search", "no such token").ok().stdout == (
+    assert fake.cli("--format", "json", *args).ok().stdout == "[]\n"
+    assert fake.cli("--format", "jsonl", *args).ok().stdout == ""
+    assert fake.cli("--format", "table", *args).ok().stdout == "(no orders)\n"
+    assert fake.cli("--format", "csv", *args).ok().stdout.startswith("transactionId,poolId,")
+    assert fake.cli("--format", "table", "tokens", "--search", "no such token").ok().stdout == (
         "(no tokens)\n"
     )
 
 
-def test_table_numbers_line_up_on_the_decimal_point(call: Callable[..., Run], fake: Fake) -> None:
-    run = call("--format", "table", "orders", a_user(fake), "--limit", "30").ok()
+def test_table_numbers_line_up_on_the_decimal_point(fake: Fake) -> None:
+    run = fake.cli("--format", "table", "orders", a_user(fake), "--limit", "30").ok()
     header, rule, *rows = run.lines()[:-1]  # the last line says there are more pages
     assert len(rows) == 30
     start = header.index("time")
@@ -774,13 +520,174 @@ def test_table_numbers_line_up_on_the_decimal_point(call: Callable[..., Run], fa
         assert all(cell.strip() for cell in cells)
 
 
-def test_user_table_shows_free_form_balances(call: Callable[..., Run], fake: Fake) -> None:
+def test_user_table_shows_free_form_balances(fake: Fake) -> None:
     address, profile = next((a, p) for a, p in fake.exchange.users.items() if p["balances"])
-    text = call("--format", "table", "user", address).ok().stdout
+    text = fake.cli("--format", "table", "user", address).ok().stdout
     balances = text.split("balances:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert balances[0].split() == list(profile["balances"][0])
     assert len(balances) == 2 + len(profile["balances"])
     for line, balance in zip(balances[2:], profile["balances"], strict=True):
         for value in balance.values():
-            if isinstance(value, str) and not value.startswith("0x"):
+            if isinstance(value, str):
                 assert value in line.split()
+
+
+# --- tables: full ids when they fit ------------------------------------------------------------
+
+
+def test_tables_show_full_ids_when_the_terminal_is_wide_enough(fake: Fake) -> None:
+    board = fake.exchange.leaderboard
+    address = board[0]["address"]
+    narrow = cli(
+        "--format", "table", "leaderboard", "--limit", "3", env={**fake.env, "COLUMNS": "50"}
+    )
+    wide = cli(
+        "--format", "table", "leaderboard", "--limit", "3", env={**fake.env, "COLUMNS": "200"}
+    )
+    forced = cli(
+        "--format",
+        "table",
+        "--wide",
+        "leaderboard",
+        "--limit",
+        "3",
+        env={**fake.env, "COLUMNS": "50"},
+    )
+    short = f"{address[:6]}…{address[-4:]}"
+    assert short in narrow.ok().stdout
+    assert address not in narrow.stdout
+    assert all(len(line) <= 50 for line in narrow.lines()[:-1])
+    assert address in wide.ok().stdout
+    assert address in forced.ok().stdout
+
+
+def test_a_terminal_that_is_too_narrow_gets_short_ids(fake: Fake) -> None:
+    from tests._cli import Terminal
+
+    class Narrow(Terminal):
+        def fileno(self) -> int:
+            raise io.UnsupportedOperation("no descriptor")
+
+    run = cli("leaderboard", "--limit", "2", env={**fake.env, "COLUMNS": "50"}, stdout=Narrow())
+    assert run.lines()[0].split() == ["rank", "address", "score"]  # a terminal: table by default
+    assert "…" in run.stdout
+
+
+# --- csv ----------------------------------------------------------------------------------------
+
+
+def csv_rows(run: Run) -> list[dict[str, str]]:
+    import csv
+
+    return list(csv.DictReader(io.StringIO(run.ok().stdout)))
+
+
+def test_csv_for_every_command_with_wire_names_and_exact_decimals(fake: Fake) -> None:
+    tokens = csv_rows(fake.cli("--format", "csv", "tokens"))
+    assert list(tokens[0]) == list(TOKEN_KEYS)
+    assert [t["totalSupply"] for t in tokens] == [t["totalSupply"] for t in fake.exchange.tokens]
+    assert [t["priceUsd"] for t in tokens] == [
+        "" if t["priceUsd"] is None else repr(t["priceUsd"]) for t in fake.exchange.tokens
+    ]
+
+    token = next(iter(fake.exchange.markets))
+    markets = csv_rows(fake.cli("--format", "csv", "markets", token))
+    assert "token0.address" in markets[0]
+    assert "token1.totalSupply" in markets[0]
+    assert [m["address"] for m in markets] == [m["address"] for m in fake.exchange.markets[token]]
+
+    pool_id, pool = next(iter(fake.exchange.pools.items()))
+    (row,) = csv_rows(fake.cli("--format", "csv", "pool", pool_id))
+    assert row["poolId"] == pool_id
+    assert row["baseToken.symbol"] == pool["baseToken"]["symbol"]
+    assert float(row["tvl"]) == pool["tvl"]
+
+    address, profile = next(iter(fake.exchange.users.items()))
+    (user,) = csv_rows(fake.cli("--format", "csv", "user", address))
+    assert list(user) == ["address", "balances", "orders", "positions"]
+    assert json.loads(user["balances"]) == profile["balances"]
+
+    owner = a_user(fake)
+    expected = [o for o in fake.exchange.orders[owner] if o["status"] == "FILLED"]
+    page = csv_rows(
+        fake.cli("--format", "csv", "orders", owner, "--status", "filled", "--limit", "4")
+    )
+    assert [[o[k] for k in ORDER_KEYS] for o in page] == [
+        [str(o[k]) for k in ORDER_KEYS] for o in expected[:4]
+    ]
+    walk = csv_rows(
+        fake.cli("--format", "csv", "orders", owner, "--status", "filled", "--all", "--limit", "9")
+    )
+    assert [o["transactionId"] for o in walk] == [o["transactionId"] for o in expected]
+    assert [[o[k] for k in DECIMAL_KEYS] for o in walk] == [
+        [o[k] for k in DECIMAL_KEYS] for o in expected
+    ]
+
+    board = csv_rows(fake.cli("--format", "csv", "leaderboard", "--all", "--limit", "100"))
+    assert [int(e["rank"]) for e in board] == [e["rank"] for e in fake.exchange.leaderboard]
+    one = csv_rows(fake.cli("--format", "csv", "leaderboard", "--page", "2", "--limit", "5"))
+    assert [e["address"] for e in one] == [e["address"] for e in fake.exchange.leaderboard[5:10]]
+
+
+def test_the_readme_lists_every_global_option() -> None:
+    """The README's option table does not fall behind the parser."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Command line\n", 1)[1].split("\n## ", 1)[0]
+    options = re.findall(r"(--[a-z-]+)", cli("--help").stdout)
+    assert options
+    for option in set(options) - {"--help"}:
+        assert f"`{option}" in section, option
+
+
+# --- safety nets ---------------------------------------------------------------------------------
+
+
+class ClosedPipe(io.StringIO):
+    """A stdout whose reader went away."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(fake: Fake) -> None:
+    err = io.StringIO()
+    status = main_in_process(["--format", "jsonl", "tokens"], fake.env, ClosedPipe(), err)
+    assert status == 0
+    assert err.getvalue() == ""
+
+
+def main_in_process(
+    argv: list[str], env: dict[str, str], out: io.StringIO, err: io.StringIO
+) -> int:
+    from asyncapi_client._cli import main
+
+    return main(argv, stdout=out, stderr=err, environ=env)
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "says"),
+    [
+        (RecursionError("deep"), 1, "cannot print the answer: it nests too deeply"),
+        (
+            ExceptionGroup(
+                "g", [ExceptionGroup("h", [NotFoundError("HTTP 404", status=404, url="u")])]
+            ),
+            1,
+            "HTTP 404",
+        ),
+        (ValueError("pool_id must not be '.'"), 2, "pool_id must not be '.'"),
+    ],
+)
+def test_whatever_a_command_raises_ends_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, raised: BaseException, status: int, says: str
+) -> None:
+    from asyncapi_client._cli import _main
+
+    async def command(ctx: object) -> int:
+        raise raised
+
+    monkeypatch.setitem(_main._COMMANDS, "pool", command)
+    line = cli("pool", "x", env={"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}).one_line_error(status)
+    assert line.startswith(f"asyncapi-client: error: {says}")

@@ -1,4 +1,5 @@
-"""``asyncapi-client demo`` and ``serve-fake``, each run as a real process, offline."""
+"""``asyncapi-client demo`` in-process, and ``serve-fake``: flags in-process, serving in a
+real process (it runs until a signal)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,14 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 
 import pytest
 
-from asyncapi_client import Client, TransportError
-from asyncapi_client.testing import FakeExchange
+from asyncapi_client import Client, ServerError, TransportError
+from asyncapi_client.testing import FakeExchange, Fault
+from tests._cli import cli
 
 CLI = (sys.executable, "-m", "asyncapi_client")
 TIMEOUT = 60.0
@@ -29,57 +30,47 @@ def clean_env() -> dict[str, str]:
     }
 
 
-def test_demo_runs_offline_and_prints_its_summary() -> None:
-    done = subprocess.run(
-        [*CLI, "demo"],
-        env=clean_env(),  # no host configured: the demo needs none
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        stdin=subprocess.DEVNULL,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
-    out = done.stdout
-    assert "PROBLEM" not in out
+def test_demo_runs_offline_and_its_walks_match_the_fake() -> None:
+    """The demo's own output, checked against the fake's data (the demo checks nothing)."""
+    run = cli("demo").ok()  # no host configured: the demo needs none
+    out = run.stdout
 
     exchange = FakeExchange.generate(seed=7)
-    filled = max(
-        sum(o["status"] == "FILLED" for o in orders) for orders in exchange.orders.values()
-    )
+    filled = {
+        address: [o for o in orders if o["status"] == "FILLED"]
+        for address, orders in exchange.orders.items()
+    }
+    owner = max(filled, key=lambda a: len(filled[a]))
     lines = {line.split(":", 1)[0]: line for line in out.splitlines() if ":" in line}
     assert re.search(
         rf"1 token list \({len(exchange.tokens)} tokens\), 6 pools, 4 users, 3 market lists "
         r"in [\d,]+ ms",
         lines["fan-out"],
     ), lines["fan-out"]
+    pages = -(-len(filled[owner]) // 25)
     assert re.search(
-        rf"{filled} FILLED orders of 0x\w+…\w+ in \d+ pages of up to 25, [\d,]+ ms",
+        rf"{len(filled[owner])} FILLED orders of {owner} in {pages} pages of up to 25, [\d,]+ ms",
         lines["cursor walk"],
     ), lines["cursor walk"]
     assert re.search(
-        rf"{len(exchange.leaderboard)} entries in \d+ pages \(concurrency 4\), [\d,]+ ms",
+        rf"{len(exchange.leaderboard)} entries in 5 pages \(concurrency 4\), [\d,]+ ms",
         lines["leaderboard"],
     ), lines["leaderboard"]
 
     # the examples print decimals exactly as the fake serves them
-    supplies = {t["totalSupply"] for t in exchange.tokens}
+    supplies = [t["totalSupply"] for t in exchange.tokens]
     supply = re.search(r"^  token \w+: totalSupply (\S+) ", out, re.MULTILINE)
     assert supply is not None, out
-    assert supply[1] in supplies
-    served = {
-        (o["price"], o["size"], o["filledSize"])
-        for orders in exchange.orders.values()
-        for o in orders
-        if o["status"] == "FILLED"
-    }
-    rows = [line.split() for line in out.splitlines() if line.endswith(tuple("0123456789abcdef"))]
-    order_rows = [cells for cells in rows if "FILLED" in cells]
-    assert len(order_rows) == 3, out
-    for cells in order_rows:
-        assert tuple(cells[4:7]) in served
+    assert supply[1] == max(supplies, key=len)
+    rows = [line.split() for line in out.splitlines() if line.split()[-2:-1] == ["FILLED"]]
+    assert [tuple(cells[4:7]) for cells in rows] == [
+        (o["price"], o["size"], o["filledSize"]) for o in filled[owner][:3]
+    ]
+    assert [cells[-1] for cells in rows] == [o["transactionId"] for o in filled[owner][:3]]
+    board_rows = [
+        c for c in (line.split() for line in out.splitlines()) if c[:1] in (["1"], ["2"], ["3"])
+    ]
+    assert [cells[1] for cells in board_rows] == [e["address"] for e in exchange.leaderboard[:3]]
     assert re.search(r"^done in \d+\.\d\d s$", out.splitlines()[-1])
 
 
@@ -133,9 +124,11 @@ async def test_serve_fake_answers_a_client_then_stops_on_a_signal(
     assert proc.stdout is not None
 
     printed: dict[str, str] = {}
-    while "ASYNCAPI_TESTNET_BASE_URL" not in printed:
+    while "try" not in printed:
         line = await read_line(proc.stdout)
-        if line.startswith("export "):
+        if line.startswith("try: "):
+            printed["try"] = line
+        elif line.startswith("export "):
             name, _, value = line.removeprefix("export ").strip().partition("=")
             printed[name] = value
         elif line.startswith(("mainnet: ", "testnet: ")):
@@ -150,6 +143,11 @@ async def test_serve_fake_answers_a_client_then_stops_on_a_signal(
 
     exchange = FakeExchange.generate(seed=7 if seed is None else seed)
     token = next(iter(exchange.markets))
+    # the start-up line names a pool, a user and a token that exist
+    words = printed["try"].split()
+    assert words[words.index("pool") + 1] in exchange.pools
+    assert exchange.orders[words[words.index("orders") + 1]]
+    assert words[words.index("markets") + 1] == token
     async with Client(base_url=base_url, testnet_base_url=testnet_url, timeout=10) as client:
         tokens = await client.tokens()
         markets = await client.token_markets(token)
@@ -167,3 +165,99 @@ async def test_serve_fake_answers_a_client_then_stops_on_a_signal(
     async with Client(base_url=base_url, max_retries=0, timeout=5) as client:
         with pytest.raises(TransportError):
             await client.tokens()
+
+
+async def test_serve_fake_injects_the_faults_it_is_given(
+    serve_fake_processes: list[asyncio.subprocess.Process],
+) -> None:
+    args = ["--fault", "pool:error_rate=1", "--fault", "pool:error_status=503"]
+    args += ["--fault", "orders:latency=0.2", "--latency", "0.01"]
+    proc = await asyncio.create_subprocess_exec(
+        *CLI,
+        "serve-fake",
+        "--seed",
+        "5",
+        *args,
+        env=clean_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    serve_fake_processes.append(proc)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("try: "):
+        lines.append(await read_line(proc.stdout))
+    base_url = next(line for line in lines if line.startswith("mainnet: ")).split()[1]
+    faults = {line.strip() for line in [await read_line(proc.stdout) for _ in range(3)]}
+    assert faults == {
+        "fault on pool: latency=0.01, error_rate=1.0, error_status=503",
+        "fault on orders: latency=0.2",
+        "fault on *: latency=0.01",
+    }
+
+    exchange = FakeExchange.generate(seed=5)
+    address = next(a for a, orders in exchange.orders.items() if orders)
+    loop = asyncio.get_running_loop()
+    async with Client(base_url=base_url, max_retries=0, timeout=10) as client:
+        with pytest.raises(ServerError) as info:
+            await client.pool(next(iter(exchange.pools)))
+        assert info.value.status == 503
+        start = loop.time()
+        page = await client.orders(address, limit=1)
+        assert loop.time() - start >= 0.2  # the injected latency is a lower bound
+        assert page.orders
+    proc.send_signal(signal.SIGINT)
+    async with asyncio.timeout(TIMEOUT):
+        _, stderr = await proc.communicate()
+    assert proc.returncode == 0, stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "mentions"),
+    [
+        ("pool", "expected OP:FIELD=VALUE"),
+        ("pool:error_rate", "expected OP:FIELD=VALUE"),
+        ("moon:latency=1", "unknown operation 'moon'"),
+        ("pool:colour=red", "unknown fault field 'colour'"),
+        ("pool:error_rate=2", "error_rate must be a number in [0, 1]"),
+        ("pool:error_rate=lots", "error_rate must be a number"),
+        ("pool:error_status=200", "error_status must be an HTTP status"),
+        ("pool:rate_limit_burst=1.5", "rate_limit_burst must be an integer"),
+    ],
+)
+def test_a_bad_fault_spec_is_one_line_and_exit_2(spec: str, mentions: str) -> None:
+    run = cli("serve-fake", "--fault", spec)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    error = run.stderr.splitlines()[-1]
+    assert error.startswith("asyncapi-client: error: argument --fault: "), error
+    assert mentions in error
+    assert run.stdout == ""
+
+
+def test_the_fault_fields_build_the_faults() -> None:
+    from asyncapi_client._cli._args import parse_fault
+    from asyncapi_client._cli._fake import faults_from
+
+    specs = [parse_fault("orders:latency=0.05"), parse_fault("*:rate_limit_burst=2")]
+    specs.append(parse_fault("*:retry_after=none"))
+    assert faults_from(specs, None) == {
+        "orders": Fault(latency=0.05),
+        "*": Fault(rate_limit_burst=2, retry_after=None),
+    }
+    assert faults_from([], 0.5) == {"*": Fault(latency=0.5)}
+
+
+def test_a_busy_port_is_one_line_and_exit_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        run = cli("serve-fake", "--port", str(port))
+        testnet = cli("serve-fake", "--testnet-port", str(port))
+    for attempt in (run, testnet):
+        line = attempt.one_line_error(2)
+        assert f"port {port}" in line
+        assert "already in use" in line
+        assert attempt.stdout == ""

@@ -8,7 +8,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from asyncapi_client import Client, OrderStatus, Side
+from asyncapi_client import Client, LocalLimiter, OrderStatus, Side
 from tests._contract_server import ContractServer
 
 NOT_POSITIVE_INTS: list[object] = [0, -1, -10, True, False, 1.5, 2.0, "3", "1"]
@@ -164,6 +164,9 @@ INVALID_CONSTRUCTOR: list[tuple[str, dict[str, Any]]] = [
     ("headers not a mapping", {"headers": "X-A: x"}),
     ("headers list of pairs", {"headers": [("X-A", "x")]}),
     ("session not a session", {"session": "session"}),
+    *[(f"retry_after_cap={v!r}", {"retry_after_cap": v}) for v in (0, -1, True, "60", None)],
+    ("limiter not a limiter", {"limiter": object()}),
+    ("limiter and rate_limit", {"limiter": LocalLimiter(), "rate_limit": 5}),
 ]
 
 
@@ -183,6 +186,7 @@ def test_the_message_names_the_bad_argument() -> None:
         ("rate_limit", 0),
         ("deadline", -1),
         ("max_response_bytes", 0),
+        ("retry_after_cap", 0),
     ]:
         with pytest.raises(ValueError, match=name):
             Client(base_url="http://h", **{name: value})  # type: ignore[arg-type]
@@ -214,3 +218,40 @@ def test_set_testing_checks_max_retries() -> None:
         client.set_testing(True, max_retries=-1)
     client.set_testing(False)
     client.set_testing(True, max_retries=0)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://h\\evil.com/",
+        "http://exa mple.com",
+        "http://h.example/a\tb",
+        "http://user:secret@h.example",
+        "http://user@h.example",
+    ],
+)
+def test_base_urls_that_would_fail_later_are_refused_at_construction(url: str) -> None:
+    with pytest.raises(ValueError, match="base_url"):
+        Client(base_url=url)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"Bad Name": "x"}, {"X-Ok": "a\r\nInjected: 1"}, {"X-Ok": "a\nb"}, {"": "x"}],
+)
+def test_headers_that_are_not_valid_http_are_refused(headers: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="header"):
+        Client(base_url="http://h.example", headers=headers)
+
+
+def test_trace_configs_must_be_trace_configs() -> None:
+    with pytest.raises(ValueError, match="TraceConfig"):
+        Client(base_url="http://h.example", trace_configs=[1])  # type: ignore[list-item]
+
+
+async def test_text_without_a_utf8_form_is_a_clear_argument_error() -> None:
+    async with Client(base_url="http://127.0.0.1:9") as client:
+        with pytest.raises(ValueError, match=r"pool_id .* not valid text"):
+            await client.pool("bad\ud800")
+        with pytest.raises(ValueError, match="not valid text"):
+            await client.tokens(search="bad\ud800")

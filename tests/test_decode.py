@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import AsyncIterator, Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -18,6 +19,7 @@ from asyncapi_client._decode import (
     TOKENS,
     USER,
 )
+from asyncapi_client._models import MAX_NESTING
 from tests._contract_server import (
     ContractServer,
     Reply,
@@ -316,3 +318,123 @@ async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
     assert network in str(error)
     assert error.url in str(error)
     assert len(server.seen) == 1, "a decode error must not be retried"
+
+
+# --- bounded numbers: a 15-byte decimal must not become a billion digits -------------------
+
+UINT256_MAX_18_DECIMALS = (
+    "115792089237316195423570985008687907853269984665640564039457.584007913129639935"
+)
+
+ACCEPTED_AT_THE_BOUNDS = [
+    "1" * 128,  # 128 significant digits
+    "0." + "0" * 127 + "1",  # adjusted exponent -128
+    "1" + "0" * 127,  # adjusted exponent 127, 128 digits
+    "1e128",
+    "1E-128",
+    "-9.99e128",
+    "0e128",
+    "0e-128",
+    UINT256_MAX_18_DECIMALS,  # a uint256 at 18 decimals: 78 digits
+    "0." + "0" * 100 + "1" * 27,  # 128 characters past the point
+]
+
+REFUSED_PAST_THE_BOUNDS = [
+    "1e-999999999",
+    "1e999999999",
+    "0e-999999999",  # a zero with a huge exponent still prints a billion zeros
+    "0E+999999999",
+    "1" * 129,  # 129 significant digits
+    "1" + "0" * 128,  # 129 digits as written, though its value is 1e128
+    "1e129",
+    "1e-129",
+    "0." + "0" * 128 + "1",  # adjusted exponent -129
+    "-" + "9" * 129,
+    "1" * 200 + "." + "1" * 200,
+    "1." + "0" * 128,  # 128 zeros after the point: 129 digits
+]
+
+
+@pytest.mark.parametrize("text", ACCEPTED_AT_THE_BOUNDS, ids=lambda t: t[:24])
+def test_decimals_at_the_bounds_are_accepted_exactly(text: str) -> None:
+    body = mutated("tokens", ("tokens", 0, "totalSupply"), text)
+    (token, *_) = TOKENS(body)
+    assert token.total_supply == Decimal(text)
+    assert str(token.total_supply) == str(Decimal(text))
+
+
+@pytest.mark.parametrize("text", REFUSED_PAST_THE_BOUNDS, ids=lambda t: t[:24])
+@pytest.mark.parametrize(
+    ("name", "where", "path"),
+    [
+        ("tokens", ("tokens", 0, "totalSupply"), "tokens[0].totalSupply"),
+        ("orders", ("orders", 3, "price"), "orders[3].price"),
+        ("user", ("orders", 1, "filledSize"), "orders[1].filledSize"),
+    ],
+)
+def test_decimals_past_the_bounds_are_refused_with_their_path(
+    name: str, where: tuple[str | int, ...], path: str, text: str
+) -> None:
+    error = decode_error(name, mutated(name, where, text))
+    assert error.path == path
+    assert "128" in str(error)
+    assert len(str(error)) < 400
+
+
+def test_uint256_at_18_decimals_prints_exactly() -> None:
+    (token, *_) = TOKENS(mutated("tokens", ("tokens", 0, "totalSupply"), UINT256_MAX_18_DECIMALS))
+    assert format(token.total_supply, "f") == UINT256_MAX_18_DECIMALS
+    digits = token.total_supply.as_tuple()
+    assert (digits.exponent, int("".join(map(str, digits.digits)))) == (-18, 2**256 - 1)
+
+
+# --- free-form records: bounded nesting ----------------------------------------------------
+
+
+def nested(levels: int) -> dict[str, Any]:
+    """A balance record that nests ``levels`` objects deep (the record itself is level 1)."""
+    record: dict[str, Any] = {"amount": "1"}
+    for _ in range(levels - 1):
+        record = {"x": record}
+    return record
+
+
+def nested_json(levels: int) -> bytes:
+    """:func:`nested` as JSON text, written by hand: orjson.dumps stops at 255 levels."""
+    return b'{"x":' * (levels - 1) + b'{"amount":"1"}' + b"}" * (levels - 1)
+
+
+def test_a_record_nesting_to_the_bound_is_accepted_and_safe_to_use() -> None:
+    record = nested(MAX_NESTING)
+    body = mutated("user", ("balances",), [record])
+    profile = USER(body)
+    assert profile.balances[0] == record
+    assert hash(profile) == hash(USER(body))
+    assert "amount" in repr(profile)
+
+
+@pytest.mark.parametrize("levels", [MAX_NESTING + 1, 255, 1000])
+@pytest.mark.parametrize("field", ["balances", "positions"])
+def test_a_record_nesting_past_the_bound_is_refused_with_its_path(field: str, levels: int) -> None:
+    body = mutated("user", (field,), [{"ok": 1}, "@@deep@@"])
+    body = body.replace(b'"@@deep@@"', nested_json(levels))
+    error = decode_error("user", body)
+    assert error.path == f"{field}[1]" + ".x" * MAX_NESTING
+    assert "deeper than 32" in str(error)
+
+
+def test_arrays_count_toward_the_nesting_bound() -> None:
+    value: Any = 1
+    for _ in range(MAX_NESTING):
+        value = [value]
+    error = decode_error("user", mutated("user", ("positions",), [{"a": value}]))
+    assert error.path == "positions[0].a" + "[0]" * (MAX_NESTING - 1)
+
+
+def test_an_integer_too_large_for_a_float_is_refused_not_rounded() -> None:
+    token = {"address": "0xt", "name": "T", "symbol": "T", "decimals": 18.0, "totalSupply": "1"}
+    assert TOKENS(orjson.dumps({"tokens": [token]}))[0].decimals == 18
+    big = b'{"tokens": [{"address": "a", "name": "n", "symbol": "s", "decimals": 1' + b"0" * 30
+    with pytest.raises(DecodeError) as caught:
+        TOKENS(big + b', "totalSupply": "1"}]}')
+    assert caught.value.path == "tokens[0].decimals"

@@ -6,12 +6,14 @@ import email.utils
 from datetime import UTC, datetime
 
 import pytest
+from multidict import CIMultiDict
 
 import asyncapi_client
 from asyncapi_client import (
     ApiError,
     BadRequestError,
     DecodeError,
+    LimiterError,
     NotFoundError,
     PaginationError,
     RateLimitError,
@@ -36,6 +38,7 @@ TREE: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     ServerError: (StatusError,),
     DecodeError: (ApiError,),
     ResponseTooLargeError: (TransportError,),
+    LimiterError: (TransportError,),
     PaginationError: (ApiError,),
 }
 
@@ -204,3 +207,20 @@ def test_error_attributes() -> None:
     assert too_large.limit == 10
     assert isinstance(too_large, TransportError)
     assert PaginationError("again").message == "again"
+
+
+def test_status_error_headers_are_case_insensitive_and_keep_repeats() -> None:
+    headers = CIMultiDict([("X-Request-ID", "abc"), ("Link", "<a>"), ("Link", "<b>")])
+    error = status_error(503, url="http://h/api/x", body="", headers=headers)
+    assert error.headers["x-request-id"] == "abc"
+    assert error.headers.getall("link") == ["<a>", "<b>"]  # type: ignore[attr-defined]
+
+
+def test_attempts_are_told_only_when_there_were_several() -> None:
+    error = ServerError("HTTP 503", status=503, url="http://h/api/x", network="mainnet")
+    assert error.attempts == 0
+    error.attempts = 1
+    assert str(error) == "HTTP 503 ([mainnet] http://h/api/x)"
+    error.attempts = 4
+    assert str(error) == "HTTP 503 after 4 attempts ([mainnet] http://h/api/x)"
+    assert str(ApiError("plain")) == "plain"

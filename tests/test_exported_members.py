@@ -34,11 +34,25 @@ CONTRACT_CLASSES = {
     "DecodeError",
     "ResponseTooLargeError",
     "PaginationError",
+    # Second round: limiters
+    "Rate",
+    "LocalLimiter",
+    "Limiter",
+    "Admission",
+    "LimiterError",
+    # Second round: per-call results and retry events
+    "Response",
+    "RetryEvent",
+    # Second round: resumable walks
+    "Walk",
+    "Checkpoint",
 }
+
+CONTRACT_FUNCTIONS = {"to_json", "to_wire"}
 
 
 def test_all_is_exactly_the_contract() -> None:
-    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | {"__version__"}
+    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | CONTRACT_FUNCTIONS | {"__version__"}
 
 
 def test_all_is_sorted_without_duplicates() -> None:
@@ -50,6 +64,11 @@ def test_every_name_resolves() -> None:
         assert getattr(asyncapi_client, name) is not None, name
     for name in CONTRACT_CLASSES:
         assert isinstance(getattr(asyncapi_client, name), type), name
+    for name in CONTRACT_FUNCTIONS:
+        function = getattr(asyncapi_client, name)
+        assert callable(function), name
+        assert function.__module__.startswith("asyncapi_client"), name
+        assert function.__doc__, name
     assert isinstance(asyncapi_client.__version__, str)
 
 

@@ -32,6 +32,7 @@ from tests._faultserver import (
     FaultServer,
     TraceRecorder,
     big_body,
+    close,
     cut_short,
     endless_chunks,
     hang,
@@ -73,7 +74,8 @@ async def test_retryable_status_recovers_on_retry(status: int) -> None:
 
 FAULTS: dict[str, tuple[list[Behaviour], int]] = {
     # name: (script, requests the server sees); one failed attempt of ours in each case
-    "reset before the answer": ([reset(), reset()], 3),  # aiohttp resends once by itself
+    "reset before the answer": ([reset()], 2),
+    "closed before the answer": ([close()], 2),
     "reset in the middle of the body": ([reset_mid_body()], 2),
     "body shorter than its Content-Length": ([cut_short(announced=1000)], 2),
     "no answer within the attempt timeout": ([hang()], 2),
@@ -173,18 +175,46 @@ async def test_last_status_seen_is_raised_after_the_last_attempt() -> None:
     assert server.count == 4
 
 
-async def test_last_fault_seen_is_raised_chained_to_its_cause() -> None:
-    script = [respond(503), respond(429), reset_mid_body()]
+async def test_the_last_error_tells_the_story_of_every_attempt() -> None:
+    """``__cause__`` is the attempt before; the first's is aiohttp's; each wire error's
+    own aiohttp exception stays on ``__context__``."""
+    script = [reset_mid_body(), respond(503), respond(429), reset_mid_body()]
     async with (
         FaultServer(script) as server,
-        Client(base_url=server.base_url, max_retries=2) as client,
+        Client(base_url=server.base_url, max_retries=3) as client,
     ):
         client.set_testing(True)
         with pytest.raises(TransportError) as caught:
             await client.pool("p1")
-    assert isinstance(caught.value.__cause__, aiohttp.ClientError)
-    assert caught.value.url == f"{server.base_url}/api/clob/pools/p1"
-    assert server.count == 3
+    last = caught.value
+    assert last.attempts == 4
+    assert "after 4 attempts" in str(last)
+    assert isinstance(last.__context__, aiohttp.ClientPayloadError)
+    too_many = last.__cause__
+    assert isinstance(too_many, RateLimitError)
+    assert too_many.attempts == 3
+    unavailable = too_many.__cause__
+    assert isinstance(unavailable, ServerError)
+    assert unavailable.status == 503
+    first = unavailable.__cause__
+    assert isinstance(first, TransportError)
+    assert first.attempts == 1
+    assert "attempts" not in str(first)
+    assert isinstance(first.__cause__, aiohttp.ClientPayloadError)
+    assert last.url == f"{server.base_url}/api/clob/pools/p1"
+    assert server.count == 4
+
+
+async def test_a_call_that_fails_at_once_is_one_attempt_and_says_nothing_of_attempts() -> None:
+    async with (
+        FaultServer(default=respond(404)) as server,
+        Client(base_url=server.base_url, max_retries=3) as client,
+    ):
+        with pytest.raises(NotFoundError) as caught:
+            await client.pool("p1")
+    assert caught.value.attempts == 1
+    assert "attempt" not in str(caught.value)
+    assert caught.value.__cause__ is None
 
 
 async def test_timeout_after_the_last_attempt_is_chained_to_the_timeout() -> None:
@@ -198,7 +228,10 @@ async def test_timeout_after_the_last_attempt_is_chained_to_the_timeout() -> Non
             await client.pool("p1")
         elapsed = time.perf_counter() - started
     assert isinstance(caught.value, TimeoutError)
-    assert isinstance(caught.value.__cause__, TimeoutError)
+    assert caught.value.attempts == 2
+    assert isinstance(caught.value.__context__, TimeoutError)
+    assert isinstance(caught.value.__cause__, RequestTimeoutError)
+    assert isinstance(caught.value.__cause__.__cause__, TimeoutError)
     assert server.count == 2
     assert 0.4 <= elapsed < 2.0
 
@@ -216,7 +249,9 @@ async def test_refused_after_the_last_attempt_is_chained_to_the_connector_error(
                 await client.pool("p1")
     finally:
         sock.close()
-    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+    assert isinstance(caught.value.__context__, aiohttp.ClientConnectorError)
+    assert isinstance(caught.value.__cause__, TransportError)
+    assert "after 3 attempts" in str(caught.value)
     assert trace.attempts == 3
 
 
@@ -230,8 +265,21 @@ async def test_retry_after_beyond_the_cap_is_not_waited_for() -> None:
             await client.pool("p1")
         elapsed = time.perf_counter() - started
     assert caught.value.retry_after == 120
+    assert "longer than retry_after_cap=60s: not waited for" in str(caught.value)
     assert server.count == 1
     assert elapsed < 1.0
+
+
+async def test_retry_after_cap_is_the_clients_setting() -> None:
+    script = [respond(503, headers={"Retry-After": "0.3"})]
+    async with (
+        FaultServer(script) as server,
+        Client(base_url=server.base_url, retry_after_cap=0.2) as client,
+    ):
+        with pytest.raises(ServerError, match=r"retry_after_cap=0.2s") as caught:
+            await client.pool("p1")
+    assert caught.value.attempts == 1
+    assert server.count == 1
 
 
 # --- the size cap ------------------------------------------------------------------------------

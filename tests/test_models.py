@@ -5,7 +5,7 @@ Also: nullable and unknown fields, and that every model is frozen and slotted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -330,3 +330,72 @@ def test_to_wire_of_a_list_of_models(data: st.DataObject) -> None:
     sent, expected = data.draw(wire.tokens_bodies())
     models = TOKENS(orjson.dumps(sent))
     assert dumps(to_wire(list(models))) == dumps(expected["tokens"])
+
+
+# --- balances and positions: read-only and hashable ------------------------------------------
+
+
+def _profile_with_records() -> UserProfile:
+    data = user_wire("0xu", "mainnet")
+    data["balances"] = [{"token": "0xa", "amount": "1.5", "lots": [1, {"x": [2, None]}]}]
+    data["positions"] = [{"pool": "p", "size": "3"}]
+    return USER(orjson.dumps(data))
+
+
+def test_a_profile_is_hashable_and_equal_profiles_hash_alike() -> None:
+    first, second = _profile_with_records(), _profile_with_records()
+    assert first is not second
+    assert first == second
+    assert hash(first) == hash(second)
+    assert len({first, second}) == 1
+
+
+def test_records_are_read_only_all_the_way_down() -> None:
+    profile = _profile_with_records()
+    balance = profile.balances[0]
+    assert isinstance(profile.balances, tuple)
+    assert isinstance(balance, Mapping)
+    with pytest.raises(TypeError):
+        balance["amount"] = "0"  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        balance.update({"amount": "0"})  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError):
+        balance._data = {}  # type: ignore[attr-defined]
+    lots = balance["lots"]
+    assert lots == (1, {"x": (2, None)})
+    assert isinstance(lots, tuple)
+    with pytest.raises(TypeError):
+        lots[1]["x"] = 1
+    assert balance == {"token": "0xa", "amount": "1.5", "lots": (1, {"x": (2, None)})}
+    assert dict(balance)["token"] == "0xa"
+    assert repr(balance).startswith("FrozenDict(")
+
+
+def test_records_built_by_hand_are_frozen_like_decoded_ones() -> None:
+    decoded = _profile_with_records()
+    built = UserProfile(
+        "0xu",
+        [{"token": "0xa", "amount": "1.5", "lots": [1, {"x": [2, None]}]}],
+        decoded.orders,
+        [{"pool": "p", "size": "3"}],
+    )
+    assert built == decoded
+    assert hash(built) == hash(decoded)
+
+
+@pytest.mark.parametrize(
+    "records",
+    [{"a": 1}, [1], [{1: "x"}], [{"a": {1, 2}}], [{"a": object()}], "text"],
+    ids=["a mapping", "an int", "an int key", "a set", "an object", "a string"],
+)
+def test_records_built_by_hand_must_be_json(records: Any) -> None:
+    with pytest.raises(ValueError):
+        UserProfile("0xu", records, (), [])
+
+
+def test_records_built_by_hand_are_bounded_in_depth() -> None:
+    value: Any = {"leaf": 1}
+    for _ in range(40):
+        value = {"x": value}
+    with pytest.raises(ValueError, match="deeper than 32"):
+        UserProfile("0xu", [], (), [value])

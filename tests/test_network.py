@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from asyncapi_client import Client, Network
+from asyncapi_client._network import HostConfigError
 from tests._contract_server import ContractServer
 
 MAIN_ENV = "ASYNCAPI_BASE_URL"
@@ -180,3 +181,44 @@ async def test_unknown_network_per_call_is_a_value_error_before_any_request(
         with pytest.raises(ValueError):
             await c.token_markets("t", network=network)  # type: ignore[arg-type]
     assert server.seen == []
+
+
+def test_host_errors_carry_the_argument_and_the_environment_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A front end (the CLI) rewords the message from attributes, never by parsing it."""
+    with pytest.raises(HostConfigError) as given:
+        Client(testnet_base_url="ftp://h")
+    error = given.value
+    assert isinstance(error, ValueError)
+    assert (error.network, error.argument, error.env_var) == (
+        Network.TESTNET,
+        "testnet_base_url",
+        TEST_ENV,
+    )
+    assert error.source == "testnet_base_url"
+    assert error.value == "ftp://h"
+    assert str(error).startswith("testnet_base_url 'ftp://h' is not a valid base URL")
+    assert error.describe("--testnet-base-url").startswith("--testnet-base-url 'ftp://h' is not")
+
+    monkeypatch.setenv(MAIN_ENV, "http://user:secret@h")
+    with pytest.raises(HostConfigError) as from_env:
+        Client()
+    assert from_env.value.source == MAIN_ENV
+    assert from_env.value.describe("--base-url").startswith(f"{MAIN_ENV} must not carry")
+    assert "secret" not in str(from_env.value)
+
+
+async def test_a_missing_host_error_names_both_ways_to_configure_it() -> None:
+    async with Client() as client:
+        with pytest.raises(HostConfigError) as info:
+            await client.user("u")
+    error = info.value
+    assert error.source is None
+    assert str(error) == (
+        f"no mainnet host configured: pass base_url= to Client or set the environment "
+        f"variable {MAIN_ENV}"
+    )
+    assert error.describe("--base-url") == (
+        f"no mainnet host configured: pass --base-url or set the environment variable {MAIN_ENV}"
+    )

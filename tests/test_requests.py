@@ -385,8 +385,8 @@ async def test_every_operation_is_one_get_and_decodes(mocked: aioresponses) -> N
 
 HOSTILE = [
     "a/../b?x=1#f",
-    "..",
-    ".",
+    "...",
+    ".a",
     "%2F",
     "%",
     "/",
@@ -449,12 +449,24 @@ async def test_path_parameter_is_one_percent_encoded_segment(
     assert echoed == value
 
 
-async def test_dot_segments_are_encoded_not_resolved(
-    server: ContractServer, client: Client
+DOT_SEGMENTS = [".", "..", "%2e", "%2E%2e", ".%2E", "%252e", "%25252E%25252E"]
+
+
+@pytest.mark.parametrize("value", DOT_SEGMENTS)
+async def test_ids_that_decode_to_a_dot_segment_are_refused_before_any_request(
+    server: ContractServer, client: Client, value: str
 ) -> None:
-    await client.pool("..")
-    await client.user(".")
-    assert [s.raw_path for s in server.seen] == ["/api/clob/pools/%2E%2E", "/api/clob/users/%2E"]
+    """A server or proxy resolves ``.``/``..`` (even sent as ``%2E``): another resource answers."""
+    for call in (
+        lambda: client.pool(value),
+        lambda: client.user(value),
+        lambda: client.orders(value),
+        lambda: client.token_markets(value),
+        lambda: client.iter_orders(value).__anext__(),
+    ):
+        with pytest.raises(ValueError, match="dot segment"):
+            await call()
+    assert server.seen == []
 
 
 @pytest.mark.parametrize(

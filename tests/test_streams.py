@@ -7,7 +7,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 import aiohttp
@@ -22,10 +22,18 @@ from asyncapi_client import (
     OrdersPage,
     OrderStatus,
     PaginationError,
+    Walk,
 )
-from asyncapi_client._streams import walk_leaderboard_pages
 from tests._faultserver import assert_clean, settled, stray_tasks
-from tests._walkserver import ADDRESS, Seen, ShiftingBoard, StaticBoard, WalkServer, cursor_for
+from tests._walkserver import (
+    ADDRESS,
+    PagesBoard,
+    Seen,
+    ShiftingBoard,
+    StaticBoard,
+    WalkServer,
+    cursor_for,
+)
 
 T = TypeVar("T")
 
@@ -39,9 +47,9 @@ async def _no_stray_tasks() -> AsyncIterator[None]:
     assert await settled(lambda: not stray_tasks()), stray_tasks()
 
 
-def agen(stream: AsyncIterator[T]) -> AsyncGenerator[T, None]:
-    """The streams are async generators (so ``aclose`` and ``aclosing`` work)."""
-    assert isinstance(stream, AsyncGenerator)
+def agen(stream: AsyncIterator[T]) -> Walk[T]:
+    """The streams are walks (so ``aclose`` and ``aclosing`` work)."""
+    assert isinstance(stream, Walk)
     return stream
 
 
@@ -319,13 +327,13 @@ async def test_leaderboard_that_shrinks_during_the_walk_ends_without_error() -> 
     ):
         pages = [p async for p in client.iter_leaderboard_pages(page_size=10)]
     assert [e.rank for page in pages for e in page.leaderboard] == list(range(1, 23))
-    assert [page.page for page in pages] == [1, 2, 3, 4, 5]  # the empty tail pages too
+    assert [page.page for page in pages] == [1, 2, 3, 4]  # the first empty page ends it
 
 
 # --- clean endings ---------------------------------------------------------------------------
 
-Walk = Callable[[Client], AsyncIterator[Any]]
-WALKS: dict[str, Walk] = {
+Stream = Callable[[Client], AsyncIterator[Any]]
+WALKS: dict[str, Stream] = {
     "orders": lambda client: client.iter_orders(ADDRESS, page_size=10),
     "order_pages": lambda client: client.iter_order_pages(ADDRESS, page_size=10),
     "leaderboard": lambda client: client.iter_leaderboard(page_size=10, concurrency=4),
@@ -420,7 +428,7 @@ async def test_leaderboard_error_on_page_3_of_5_surfaces_after_pages_1_and_2() -
 
 # --- arguments ---------------------------------------------------------------------------------
 
-BAD_STREAMS: dict[str, Walk] = {
+BAD_STREAMS: dict[str, Stream] = {
     "empty address": lambda c: c.iter_orders(""),
     "empty address (pages)": lambda c: c.iter_order_pages(""),
     "unknown status": lambda c: c.iter_orders(ADDRESS, status="LOST"),
@@ -461,17 +469,16 @@ async def test_entries_and_orders_are_models() -> None:
     assert entry.rank == 1
 
 
-async def test_ties_within_a_page_are_kept_and_ranks_from_earlier_pages_dropped() -> None:
-    """A board with a tie (2, 2) on page 1, and page 2 overlapping page 1 by one rank."""
-    boards = {
+async def test_ties_within_a_page_are_kept_and_addresses_from_earlier_pages_dropped() -> None:
+    """A board with a tie (2, 2) on page 1, and page 2 overlapping page 1 by one entry."""
+    pages = {
         1: [(1, "a"), (2, "b"), (2, "c"), (4, "d")],
         2: [(4, "d"), (5, "e"), (6, "f"), (6, "g")],
     }
-
-    async def fetch(page: int) -> LeaderboardPage:
-        rows = tuple(LeaderboardEntry(rank, address, 1.0) for rank, address in boards[page])
-        return LeaderboardPage(rows, page=page, limit=4, total=8, total_pages=2)
-
-    walk = walk_leaderboard_pages(fetch, concurrency=2)
-    seen = [(e.rank, e.address) async for page in walk for e in page.leaderboard]
+    async with (
+        WalkServer(board=PagesBoard(pages, total=8)) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        walk = client.iter_leaderboard_pages(page_size=4, concurrency=2)
+        seen = [(e.rank, e.address) async for page in walk for e in page.leaderboard]
     assert seen == [(1, "a"), (2, "b"), (2, "c"), (4, "d"), (5, "e"), (6, "f"), (6, "g")]

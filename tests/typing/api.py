@@ -15,10 +15,13 @@ import aiohttp
 
 from asyncapi_client import (
     ApiError,
+    Checkpoint,
     Client,
     DecodeError,
     LeaderboardEntry,
     LeaderboardPage,
+    LimiterError,
+    LocalLimiter,
     Market,
     MarketType,
     Network,
@@ -26,13 +29,19 @@ from asyncapi_client import (
     OrdersPage,
     OrderStatus,
     Pool,
+    Rate,
     RateLimitError,
+    Response,
     ResponseTooLargeError,
+    RetryEvent,
     Side,
     StatusError,
     Token,
     UserProfile,
+    Walk,
     __version__,
+    to_json,
+    to_wire,
 )
 
 
@@ -52,6 +61,11 @@ async def operations(session: aiohttp.ClientSession) -> None:
         session=session,
     )
     Client(Network.TESTNET, timeout=aiohttp.ClientTimeout(total=5))
+    Client(
+        limiter=LocalLimiter([Rate(20, 1.0), Rate(600, 60.0)], weights={"orders": 2}),
+        on_retry=retry_event,
+        retry_after_cap=30.0,
+    )
     async with client as same:
         entered: Client = same
         network: Network = entered.network
@@ -93,11 +107,53 @@ async def operations(session: aiohttp.ClientSession) -> None:
                 checked_order = closing_order
         await client.iter_leaderboard().aclose()
 
+        await responses(client)
+
+        # Walks: a checkpoint, its JSON, and resume= with either.
+        walk: Walk[Order] = client.iter_orders("0xu", page_size=50)
+        point: Checkpoint = walk.checkpoint
+        text: str = point.to_json()
+        again: Checkpoint = Checkpoint.from_json(text)
+        resumed_pages: Walk[OrdersPage] = client.iter_order_pages("0xu", resume=again)
+        resumed_entries: Walk[LeaderboardEntry] = client.iter_leaderboard(resume=text)
+        resumed_board: Walk[LeaderboardPage] = client.iter_leaderboard_pages(resume=None)
+        consumed: int = point.consumed
+        del resumed_pages, resumed_entries, resumed_board, consumed
+
         models(tokens[0], markets[0], pool, user, page, board)
         del network, closed, found
         del checked_order, checked_page, checked_entry, checked_board
     await client.close()
     client.set_testing(True, max_retries=0)
+
+
+async def responses(client: Client) -> None:
+    pool: Response[Pool] = await client.with_response.pool("p")
+    value: Pool = pool.value
+    status: int = pool.status
+    headers: Mapping[str, str] = pool.headers
+    content: bytes = pool.content
+    url: str = pool.url
+    network: Network = pool.network
+    attempts: int = pool.attempts
+    elapsed: float = pool.elapsed
+    tokens: Response[Sequence[Token]] = await client.with_response.tokens(search="x")
+    markets: Response[Sequence[Market]] = await client.with_response.token_markets("t")
+    user: Response[UserProfile] = await client.with_response.user("0xu")
+    page: Response[OrdersPage] = await client.with_response.orders("0xu", status="open")
+    board: Response[LeaderboardPage] = await client.with_response.leaderboard(page=2)
+    del value, status, headers, content, url, network, attempts, elapsed
+    del tokens, markets, user, page, board
+
+
+def retry_event(event: RetryEvent) -> None:
+    operation: str = event.operation
+    network: Network = event.network
+    url: str = event.url
+    attempt: int = event.attempt
+    wait: float = event.wait
+    error: ApiError = event.error
+    del operation, network, url, attempt, wait, error
 
 
 def models(
@@ -144,6 +200,15 @@ def models(
     del pool_id, balances, positions, orders, cursor, side, status, amounts, timestamp, ids
     del counts, rank, score
 
+    # to_wire: one model -> one dict, a sequence of models -> a list of dicts; to_json: bytes.
+    one: dict[str, Any] = to_wire(pool)
+    many: list[dict[str, Any]] = to_wire(page.orders)
+    pages: list[dict[str, Any]] = to_wire([page, board, user, token, market])
+    entries_wire: list[dict[str, Any]] = to_wire(entries)
+    body: bytes = to_json(user) + to_json(entries) + to_json([order])
+    hashed: int = hash(user)
+    del one, many, pages, entries_wire, body, hashed
+
 
 def errors(error: ApiError) -> None:
     if isinstance(error, StatusError):
@@ -161,6 +226,11 @@ def errors(error: ApiError) -> None:
     if isinstance(error, ResponseTooLargeError):
         limit: int = error.limit
         del limit
+    if isinstance(error, LimiterError):
+        limiter: str = error.limiter
+        del limiter
+    attempts: int = error.attempts
+    del attempts
     network: str | None = error.network
     version: str = __version__
     del network, version

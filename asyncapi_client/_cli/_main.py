@@ -1,0 +1,209 @@
+"""``main``: parse, run one command on a fresh event loop, turn every failure into one line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import IO, Any, Final
+
+from asyncapi_client._errors import ApiError
+
+from . import _commands, _fake
+from ._args import PROG, ShowVersion, UsageError, build_parser
+from ._commands import Context
+from ._render import Output, isatty, renderer
+from ._text import OutputError, visible
+
+__all__ = ["main"]
+
+EXIT_OK: Final = 0
+EXIT_API_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+_COMMANDS: Final[dict[str, Callable[[Context], Coroutine[Any, Any, int]]]] = {
+    "tokens": _commands.tokens,
+    "markets": _commands.markets,
+    "pool": _commands.pool,
+    "user": _commands.user,
+    "orders": _commands.orders,
+    "leaderboard": _commands.leaderboard,
+    "demo": _fake.demo,
+    "serve-fake": _fake.serve_fake,
+}
+
+
+def _version() -> str:
+    from asyncapi_client import __version__
+
+    return f"{PROG} {__version__}"
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line a terminal shows as text: blanks collapsed, controls escaped."""
+    return visible(" ".join(str(exc).split())) or type(exc).__name__
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first error inside (possibly nested) exception groups, e.g. from a TaskGroup."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _terminal_width(stdout: IO[str], environ: Mapping[str, str]) -> int | None:
+    """Columns of the terminal stdout writes to; else $COLUMNS; else None (no limit)."""
+    if isatty(stdout):
+        try:
+            return os.get_terminal_size(stdout.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            pass
+    try:
+        columns = int(environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return columns if columns > 0 else None
+
+
+class _RetryLines(logging.Handler):
+    """The library's "retrying ..." log records as one visible line each on stderr."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(logging.INFO)
+        self._stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno != logging.INFO or not record.getMessage().startswith("retrying"):
+            return
+        try:
+            self._stream.write(f"{PROG}: {_one_line(Exception(record.getMessage()))}\n")
+            self._stream.flush()
+        except (OSError, ValueError):  # pragma: no cover - stderr gone
+            pass
+
+
+@contextmanager
+def _retry_lines(stream: IO[str], on: bool) -> Iterator[None]:
+    if not on:
+        yield
+        return
+    logger = logging.getLogger("asyncapi_client")
+    handler = _RetryLines(stream)
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C ends the command, even in a process started with SIGINT ignored (a background
+    job of a shell): the CLI installs Python's own handler for the run and restores after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous in (signal.SIG_IGN, signal.SIG_DFL):
+            signal.signal(signal.SIGINT, previous)
+
+
+def _silence(stream: IO[str]) -> None:
+    """After a broken pipe: point the stream's file at /dev/null so no later flush fails."""
+    try:
+        fd = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stream without a file descriptor
+        pass
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run the command line; returns the exit status.
+
+    0 done, 1 the API answered with an error or could not be reached (or sent what cannot be
+    printed), 2 bad usage or configuration, 130 interrupted. Every failure is one line on
+    stderr starting ``asyncapi-client: error:``. ``stdout``, ``stderr`` and ``environ``
+    default to the process's own; tests pass their own to run the CLI in-process.
+    """
+    out_stream = sys.stdout if stdout is None else stdout
+    err_stream = sys.stderr if stderr is None else stderr
+    env = os.environ if environ is None else environ
+    arguments = list(sys.argv[1:] if argv is None else argv)
+
+    def fail(message: str, status: int, usage: str = "") -> int:
+        try:
+            out_stream.flush()
+        except BrokenPipeError:
+            _silence(out_stream)
+        except (OSError, ValueError):
+            pass
+        lines = ([usage] if usage else []) + [f"{PROG}: error: {message}"]
+        err_stream.write("".join(line + "\n" for line in lines))
+        err_stream.flush()
+        return status
+
+    parser = build_parser(out_stream, dict(_COMMANDS))
+    try:
+        args = parser.parse_args(arguments)
+    except ShowVersion:
+        out_stream.write(_version() + "\n")
+        return EXIT_OK
+    except UsageError as exc:
+        return fail(_one_line(exc), EXIT_USAGE, exc.usage)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+
+    fmt: str = args.format or ("table" if isatty(out_stream) else "json")
+    width = _terminal_width(out_stream, env)
+    out = Output(out_stream, err_stream, width=width, wide=args.wide)
+    ctx = Context(args, renderer(fmt, out), env)
+    run = args.run
+    try:
+        with _interruptible(), _retry_lines(err_stream, args.verbose or isatty(err_stream)):
+            try:
+                status: int = asyncio.run(run(ctx))
+            except BaseExceptionGroup as group:
+                raise _first_leaf(group) from None
+    except ApiError as exc:
+        return fail(_one_line(exc), EXIT_API_ERROR)
+    except UsageError as exc:
+        return fail(_one_line(exc), EXIT_USAGE, exc.usage)
+    except ValueError as exc:  # an argument the Client refused before any request
+        return fail(_one_line(exc), EXIT_USAGE)
+    except OutputError as exc:
+        return fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
+    except RecursionError:
+        return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        _silence(out_stream)
+        return EXIT_OK
+    try:
+        out.flush()
+    except BrokenPipeError:
+        _silence(out_stream)
+    return status

@@ -1,0 +1,110 @@
+"""OpenTelemetry spans and metrics for each operation call (``Client(telemetry=True)``).
+
+Only ``opentelemetry-api`` is used (extra ``asyncapi-client[otel]``), through the global
+tracer and meter providers the application set up; this module is imported only when a
+client asks for telemetry, so without it nothing of OpenTelemetry is imported.
+
+One span per operation call (each page of a walk is one), kind CLIENT, named
+``asyncapi_client.<operation>``; an event ``retry`` per retry; the histogram
+``asyncapi_client.operation.duration`` (seconds) and the counter ``asyncapi_client.retries``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from yarl import URL
+
+from ._errors import ApiError, StatusError
+from ._request import Request, Response
+from ._retry import RetryEvent
+
+try:
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess
+    raise ImportError(
+        "telemetry=True needs OpenTelemetry: pip install 'asyncapi-client[otel]'"
+    ) from exc
+
+__all__ = ["Telemetry"]
+
+T = TypeVar("T")
+
+OPERATION = "asyncapi_client.operation"
+NETWORK = "asyncapi_client.network"
+ATTEMPTS = "asyncapi_client.attempts"
+ERROR_TYPE = "error.type"
+STATUS_CODE = "http.response.status_code"
+
+
+class Telemetry:
+    """The library's tracer, histogram and counter, named for it and its version."""
+
+    def __init__(self, version: str) -> None:
+        self._tracer = trace.get_tracer("asyncapi_client", version)
+        meter = metrics.get_meter("asyncapi_client", version)
+        self._duration = meter.create_histogram(
+            "asyncapi_client.operation.duration",
+            unit="s",
+            description="Duration of an operation call, retries and waits included",
+        )
+        self._retries = meter.create_counter(
+            "asyncapi_client.retries",
+            unit="{retry}",
+            description="Retries of operation calls",
+        )
+        self._hosts: dict[str, str] = {}
+
+    def _server(self, url: str) -> str:
+        origin = url.split("/api/", 1)[0]
+        host = self._hosts.get(origin)
+        if host is None:
+            host = self._hosts[origin] = URL(origin).host or ""
+        return host
+
+    async def call(
+        self, request: Request[T], send: Callable[[Request[T]], Awaitable[Response[T]]]
+    ) -> Response[T]:
+        """Run ``send(request)`` inside its span, and record its duration."""
+        labels = {OPERATION: request.operation, NETWORK: request.network.value}
+        attributes = {
+            **labels,
+            "url.template": request.template,
+            "server.address": self._server(request.url),
+        }
+        started = time.perf_counter()
+        with self._tracer.start_as_current_span(
+            f"asyncapi_client.{request.operation}",
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                response = await send(request)
+            except Exception as exc:
+                kind = type(exc).__name__
+                if isinstance(exc, ApiError):
+                    span.set_attribute(ATTEMPTS, exc.attempts)
+                if isinstance(exc, StatusError):
+                    span.set_attribute(STATUS_CODE, exc.status)
+                span.set_attribute(ERROR_TYPE, kind)
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, str(exc)))
+                self._duration.record(time.perf_counter() - started, {**labels, ERROR_TYPE: kind})
+                raise
+            span.set_attribute(STATUS_CODE, response.status)
+            span.set_attribute(ATTEMPTS, response.attempts)
+            self._duration.record(time.perf_counter() - started, labels)
+            return response
+
+    def retry(self, event: RetryEvent) -> None:
+        """A ``retry`` event on the call's span, and one more on the retry counter."""
+        trace.get_current_span().add_event(
+            "retry",
+            {"attempt": event.attempt, "wait": event.wait, ERROR_TYPE: type(event.error).__name__},
+        )
+        self._retries.add(1, {OPERATION: event.operation, NETWORK: event.network.value})

@@ -1,0 +1,343 @@
+"""One rate-limit quota and one 429 hold for a whole fleet of processes, kept in Redis.
+
+limiter = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(20, 1.0)], name="my-bots")
+async with limiter, Client(base_url=..., limiter=limiter) as client:
+    ...
+
+Every acquisition is one atomic Lua script that reads the Redis server's clock (``TIME``,
+never the caller's), applies the reservation rule of :func:`~asyncapi_client._limiters.
+earliest_start` to every rate at once, writes the reservation and returns the wait; the
+client sleeps it (the limiter never sleeps and never polls). Every key it writes expires.
+Needs the extra: ``pip install 'asyncapi-client[redis]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Self
+from urllib.parse import urlsplit
+
+from ._errors import LimiterError
+from ._limiters import Admission, OperationName, Rate, check_rates, check_weights
+from ._network import Network, parse_network
+
+try:
+    import redis.asyncio as aredis
+    from redis.backoff import NoBackoff
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import RedisError
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - exercised in a test with redis hidden
+    raise ImportError(
+        "asyncapi_client.fleet needs redis-py: pip install 'asyncapi-client[redis]'"
+    ) from exc
+
+__all__ = ["RedisLimiter"]
+
+#: Every key lives this much longer than the reservation or hold it records (ms).
+EXPIRY_MARGIN_MS: Final = 1000
+#: Connections of the pool a limiter built from a URL opens at most (calls queue beyond).
+MAX_CONNECTIONS: Final = 10
+#: No call to Redis lasts longer (s); the client bounds each call by the attempt's timeout too.
+CALL_TIMEOUT: Final = 5.0
+_SCHEMES: Final = frozenset({"redis", "rediss", "unix"})
+_FAILURES: Final = (RedisError, OSError)
+
+# The clock: the server's TIME in microseconds, or ARGV[n] when a test drives it.
+_NOW = """
+local function clock(given)
+  if given ~= '' then return tonumber(given) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function int(x) return string.format('%.0f', x) end
+"""
+
+#: KEYS: hold, last, then one list per rate (start times in µs, newest first, at most count).
+#: ARGV: weight, expiry margin (ms), now ('' for TIME), then count and window (µs) per rate.
+#: Returns {µs until the reservation, µs the hold still runs}.
+ACQUIRE: Final = (
+    _NOW
+    + """
+local now = clock(ARGV[3])
+local weight = tonumber(ARGV[1])
+local margin = tonumber(ARGV[2])
+local start, held = now, 0
+local hold = redis.call('GET', KEYS[1])
+if hold then
+  hold = tonumber(hold)
+  if hold > now then start, held = hold, hold - now end
+end
+local last = redis.call('GET', KEYS[2])
+if last and tonumber(last) > start then start = tonumber(last) end
+local rates = #KEYS - 2
+for i = 1, rates do
+  local room = tonumber(ARGV[2 + 2 * i]) - weight
+  if redis.call('LLEN', KEYS[2 + i]) > room then
+    -- the (room + 1)-th newest start must have left the window (s - seconds, s]
+    local free = tonumber(redis.call('LINDEX', KEYS[2 + i], room)) + tonumber(ARGV[3 + 2 * i])
+    if free > start then start = free end
+  end
+end
+local ahead = start - now
+redis.call('SET', KEYS[2], int(start), 'PX', math.ceil(ahead / 1000) + margin)
+for i = 1, rates do
+  local key, window = KEYS[2 + i], tonumber(ARGV[3 + 2 * i])
+  for _ = 1, weight do redis.call('LPUSH', key, int(start)) end
+  redis.call('LTRIM', key, 0, tonumber(ARGV[2 + 2 * i]) - 1)
+  redis.call('PEXPIRE', key, math.ceil((ahead + window) / 1000) + margin)
+end
+return {ahead, held}
+"""
+)
+
+#: KEYS: hold. ARGV: seconds (µs), expiry margin (ms), now. Never shortens a hold.
+HOLD: Final = (
+    _NOW
+    + """
+local now = clock(ARGV[3])
+local seconds = tonumber(ARGV[1])
+local hold_until = now + seconds
+local hold = redis.call('GET', KEYS[1])
+if (not hold) or tonumber(hold) < hold_until then
+  redis.call('SET', KEYS[1], int(hold_until), 'PX', math.ceil(seconds / 1000) + tonumber(ARGV[2]))
+end
+return 0
+"""
+)
+
+#: KEYS: hold. ARGV: now. Returns the µs the hold still runs.
+HELD: Final = (
+    _NOW
+    + """
+local now = clock(ARGV[1])
+local hold = redis.call('GET', KEYS[1])
+if hold and tonumber(hold) > now then return tonumber(hold) - now end
+return 0
+"""
+)
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string, got {name!r}")
+    if len(name) > 128 or not name.isprintable() or any(c.isspace() or c in "{}" for c in name):
+        raise ValueError(
+            f"name must be at most 128 printable characters without spaces or braces, got {name!r}"
+        )
+    return name
+
+
+def _public_url(url: object) -> str:
+    """``url`` checked, without credentials or query (which may carry a password)."""
+    if not isinstance(url, str):
+        raise ValueError(
+            f"RedisLimiter needs a redis:// URL or a redis.asyncio.Redis, got {type(url).__name__}"
+        )
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"not a valid Redis URL: {exc}") from None
+    if parts.scheme not in _SCHEMES:
+        raise ValueError(
+            f"a Redis URL starts with redis://, rediss:// or unix://, got scheme {parts.scheme!r}"
+        )
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("a unix:// Redis URL needs the socket's path")
+        return f"unix://{parts.path}"
+    if not parts.hostname:
+        raise ValueError("a Redis URL needs a host, e.g. redis://127.0.0.1:6379/0")
+    db = parts.path.lstrip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"the database in a Redis URL is a number, got {db!r}")
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/{db or 0}"
+
+
+def _client_address(client: aredis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
+    return f"redis://{host}:{port}/{db}"
+
+
+class RedisLimiter:
+    """The rates and the 429 hold for every process whose clients share a Redis and a ``name``.
+
+    Built from a URL it owns its connection pool (close it with :meth:`aclose` or
+    ``async with``); built from the caller's ``redis.asyncio.Redis`` it never closes it.
+    Use it from one event loop, like a ``Client``.
+    """
+
+    def __init__(
+        self,
+        url_or_client: str | aredis.Redis,
+        rates: Iterable[Rate],
+        *,
+        name: str,
+        weights: Mapping[OperationName, int] | None = None,
+    ) -> None:
+        self.name: str = _check_name(name)
+        checked = check_rates(rates)
+        if not checked:
+            raise ValueError("RedisLimiter needs at least one Rate(count, seconds)")
+        # A rate named twice is one quota: one list, not two that both count every start.
+        self.rates: tuple[Rate, ...] = tuple(dict.fromkeys(checked))
+        self.weights: Mapping[str, int] = check_weights(weights, self.rates)
+        if isinstance(url_or_client, aredis.Redis):
+            self._address = _client_address(url_or_client)
+            self._redis = url_or_client
+            self._owns = False
+        else:
+            self._address = _public_url(url_or_client)
+            try:
+                pool = aredis.BlockingConnectionPool.from_url(
+                    url_or_client.strip(),
+                    max_connections=MAX_CONNECTIONS,
+                    timeout=None,  # a queued call is bounded by CALL_TIMEOUT
+                    # No socket_timeout (redis-py 8 defaults to 5 s): with one, redis-py sends
+                    # through asyncio.wait_for, which on Python 3.11 can swallow a cancel,
+                    # leaving the task running and its connection checked out. Every call is
+                    # bounded by CALL_TIMEOUT instead (asyncio.timeout cancels cleanly).
+                    socket_timeout=None,
+                    socket_connect_timeout=CALL_TIMEOUT,
+                    # One immediate retry: a pooled connection may be stale after Redis
+                    # restarted; further retries are the client's, with its back-off.
+                    retry=Retry(NoBackoff(), 1),
+                )
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"not a valid Redis URL ({self._address}): {exc}") from None
+            self._redis = aredis.Redis.from_pool(pool)
+            self._owns = True
+        self._closed = False
+        self._acquire = self._redis.register_script(ACQUIRE)
+        self._hold = self._redis.register_script(HOLD)
+        self._held = self._redis.register_script(HELD)
+        # per rate: its count and window (µs), the script's arguments after the first three
+        self._rate_args: tuple[int, ...] = tuple(
+            n for rate in self.rates for n in (rate.count, max(1, round(rate.seconds * 1e6)))
+        )
+        self._keys: dict[Network, list[str]] = {}
+
+    def __repr__(self) -> str:
+        return f"RedisLimiter({self._address!r}, rates={list(self.rates)!r}, name={self.name!r})"
+
+    @property
+    def owns_client(self) -> bool:
+        """True when the limiter made its Redis client (from a URL) and closes it."""
+        return self._owns
+
+    def keys(self, network: Network | str) -> list[str]:
+        """The keys this limiter writes for ``network``: the hold, the last start, one per rate.
+
+        All share one hash tag, ``{name:network}``, so they live in one Redis Cluster slot.
+        """
+        net = parse_network(network)
+        keys = self._keys.get(net)
+        if keys is None:
+            prefix = f"asyncapi_client:{{{self.name}:{net.value}}}"
+            keys = [f"{prefix}:hold", f"{prefix}:last"]
+            keys += [f"{prefix}:rate:{count}:{window}" for count, window in self._windows()]
+            self._keys[net] = keys
+        return keys
+
+    def _windows(self) -> list[tuple[int, int]]:
+        args = self._rate_args
+        return [(args[i], args[i + 1]) for i in range(0, len(args), 2)]
+
+    def _failure(self, exc: BaseException, network: Network) -> LimiterError:
+        return LimiterError(
+            f"the fleet limiter's Redis failed: {type(exc).__name__}: {exc}",
+            limiter=repr(self),
+            network=network.value,
+        )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed; create a new one")
+
+    async def _call(
+        self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any], network: Network
+    ) -> Any:
+        """One script call, bounded by CALL_TIMEOUT; every failure a LimiterError."""
+        self._check_open()
+        task = asyncio.current_task()
+        cancelling = task.cancelling() if task is not None else 0
+        scope = asyncio.timeout(CALL_TIMEOUT)
+        try:
+            async with scope:
+                reply = await script(keys=keys, args=args)
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise self._failure(exc, network) from exc
+            raise LimiterError(
+                f"the fleet limiter's Redis did not answer within {CALL_TIMEOUT:g}s",
+                limiter=repr(self),
+                network=network.value,
+            ) from exc
+        except _FAILURES as exc:
+            raise self._failure(exc, network) from exc
+        if task is not None and task.cancelling() > cancelling:
+            # The task was cancelled during the call but redis-py swallowed it (a client
+            # with socket_timeout sends through asyncio.wait_for, which loses a cancel
+            # on Python 3.11): honour it, so the caller's timeout or cancel still holds.
+            raise asyncio.CancelledError
+        return reply
+
+    async def _reserve(self, weight: int, network: Network, now: int | None = None) -> list[int]:
+        """Run the acquisition script: [µs until the start, µs of hold left].
+
+        ``now`` (µs) replaces the server's clock; only tests pass it.
+        """
+        args = (weight, EXPIRY_MARGIN_MS, "" if now is None else now, *self._rate_args)
+        reply = await self._call(self._acquire, self.keys(network), args, network)
+        return [int(reply[0]), int(reply[1])]
+
+    async def acquire(self, operation: str, network: Network) -> Admission:
+        """Reserve the slots one request of ``operation`` takes on ``network``, fleet-wide."""
+        ahead, held = await self._reserve(self.weights.get(operation, 1), network)
+        return Admission(wait=ahead / 1e6, held=held / 1e6)
+
+    async def held(self, network: Network) -> float:
+        """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock."""
+        left = await self._call(self._held, self.keys(network)[:1], ("",), network)
+        return int(left) / 1e6
+
+    async def hold(self, network: Network, seconds: float) -> None:
+        """Hold every request of the fleet to ``network`` for ``seconds`` (never shortens one)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise ValueError(f"hold seconds must be a number, got {seconds!r}")
+        if not 0.0 <= seconds < math.inf:
+            raise ValueError(f"hold seconds must be finite and >= 0, got {seconds!r}")
+        micros = math.ceil(seconds * 1e6)
+        if micros == 0:
+            self._check_open()
+            return
+        args = (micros, EXPIRY_MARGIN_MS, "")
+        await self._call(self._hold, self.keys(network)[:1], args, network)
+
+    async def aclose(self) -> None:
+        """Close the connection pool if the limiter made it; a borrowed client stays open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns:
+            await self._redis.aclose()
+
+    async def __aenter__(self) -> Self:
+        self._check_open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

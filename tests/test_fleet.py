@@ -1,0 +1,435 @@
+"""RedisLimiter against a real redis-server: the script's arithmetic, keys, expiry, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib
+import itertools
+import random
+import socket
+import sys
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING
+
+import pytest
+import redis.asyncio as aredis
+
+from asyncapi_client import Admission, Limiter, LimiterError, Network, Rate, TransportError
+from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, RedisLimiter
+from tests.test_limiters import max_in_window, starts_after
+
+if TYPE_CHECKING:
+    from tests._redis import RedisServer
+
+pytest_plugins = ("tests._redis",)
+
+MAIN = Network.MAINNET
+MICRO = 1_000_000
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aredis.Redis]:
+    """A plain redis-py client of the test's Redis, to look at what the limiter wrote."""
+    client = aredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def other_tasks() -> set[asyncio.Task[object]]:
+    return asyncio.all_tasks() - {asyncio.current_task()}
+
+
+async def script_starts(
+    limiter: RedisLimiter, requests: Sequence[tuple[int, int]], network: Network = MAIN
+) -> list[int]:
+    """Reserve ``(now µs, weight)`` requests through the script with an explicit clock."""
+    out = []
+    for now, weight in requests:
+        ahead, _ = await limiter._reserve(weight, network, now)
+        out.append(now + ahead)
+    return out
+
+
+# --- arguments ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"name": ""}, "name must be a non-empty string"),
+        ({"name": 7}, "name must be a non-empty string"),
+        ({"name": "my bots"}, "without spaces or braces"),
+        ({"name": "a{b}"}, "without spaces or braces"),
+        ({"name": "x" * 129}, "at most 128"),
+        ({"rates": []}, "at least one Rate"),
+        ({"rates": [(20, 1.0)]}, "Rate"),
+        ({"weights": {"orderz": 1}}, "unknown operation 'orderz'"),
+        ({"weights": {"orders": 21}}, "never start"),
+        ({"weights": {"orders": 0}}, "positive int"),
+        ({"url": "http://127.0.0.1:6379/0"}, "redis://, rediss:// or unix://"),
+        ({"url": "redis:///0"}, "needs a host"),
+        ({"url": "redis://127.0.0.1:6379/zero"}, "database in a Redis URL is a number"),
+        ({"url": "redis://127.0.0.1:99999/0"}, "not a valid Redis URL"),
+        ({"url": "unix://"}, "needs the socket's path"),
+        ({"url": b"redis://127.0.0.1"}, "needs a redis:// URL or a redis.asyncio.Redis"),
+    ],
+)
+def test_arguments_are_checked(kwargs: dict[str, object], match: str) -> None:
+    args: dict[str, object] = {
+        "url": "redis://127.0.0.1:6379/0",
+        "rates": [Rate(20, 1.0)],
+        "name": "bots",
+        "weights": None,
+    }
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        RedisLimiter(
+            args["url"],  # type: ignore[arg-type]
+            args["rates"],  # type: ignore[arg-type]
+            name=args["name"],  # type: ignore[arg-type]
+            weights=args["weights"],  # type: ignore[arg-type]
+        )
+
+
+async def test_hold_seconds_are_checked() -> None:
+    limiter = RedisLimiter("redis://127.0.0.1:1/0", [Rate(1, 1.0)], name="bots")
+    for bad in (-1.0, float("nan"), float("inf"), "1", True):
+        with pytest.raises(ValueError, match="hold seconds"):
+            await limiter.hold(MAIN, bad)  # type: ignore[arg-type]
+    await limiter.aclose()
+
+
+def test_repr_names_the_limiter_without_credentials() -> None:
+    limiter = RedisLimiter(
+        "redis://bot:s3cret@127.0.0.1:6379/2?password=hunter2", [Rate(20, 1.0)], name="my-bots"
+    )
+    text = repr(limiter)
+    assert text == (
+        "RedisLimiter('redis://127.0.0.1:6379/2', rates=[Rate(count=20, seconds=1.0)], "
+        "name='my-bots')"
+    )
+    assert limiter.owns_client
+    assert isinstance(limiter, Limiter)
+
+
+def test_the_module_says_which_extra_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.setitem(sys.modules, "redis.asyncio", None)
+    monkeypatch.delitem(sys.modules, "asyncapi_client.fleet")
+    with pytest.raises(ImportError, match=r"asyncapi-client\[redis\]"):
+        importlib.import_module("asyncapi_client.fleet")
+    monkeypatch.undo()
+    assert importlib.import_module("asyncapi_client.fleet").RedisLimiter is RedisLimiter
+
+
+def test_keys_share_one_hash_tag_per_name_and_network() -> None:
+    limiter = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(20, 1.0), Rate(600, 60.0)], name="b")
+    assert limiter.keys("mainnet") == [
+        "asyncapi_client:{b:mainnet}:hold",
+        "asyncapi_client:{b:mainnet}:last",
+        "asyncapi_client:{b:mainnet}:rate:20:1000000",
+        "asyncapi_client:{b:mainnet}:rate:600:60000000",
+    ]
+    assert all("{b:testnet}" in key for key in limiter.keys(Network.TESTNET))
+    # a rate named twice is one quota, not two lists that both count every start
+    twice = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(2, 1.0), Rate(2, 1.0)], name="b")
+    assert len(twice.keys(MAIN)) == 3
+
+
+# --- the script's arithmetic is earliest_start's --------------------------------------------
+
+TABLE = [
+    ([Rate(2, 1.0)], [(0, 1)] * 3),
+    ([Rate(2, 1.0)], [(0, 1), (5 * MICRO, 1)]),
+    ([Rate(2, 1.0)], [(0, 1), (0, 2)]),
+    ([Rate(3, 1.0), Rate(4, 10.0)], [(0, 1)] * 5),
+    ([Rate(3, 1.0)], [(0, 2), (0, 3), (0, 1)]),
+    ([Rate(5, 1.0), Rate(8, 3.0)], [(0, 1)] * 12),
+]
+
+
+@pytest.mark.parametrize(("rates", "requests"), TABLE)
+async def test_script_matches_earliest_start_on_the_table(
+    redis_url: str, rates: list[Rate], requests: list[tuple[int, int]]
+) -> None:
+    # the reference in µs: the rule does not care about the unit
+    reference = [Rate(rate.count, rate.seconds * MICRO) for rate in rates]
+    expected = starts_after(reference, [(float(now), weight) for now, weight in requests])
+    async with RedisLimiter(redis_url, rates, name="table") as limiter:
+        assert await script_starts(limiter, requests) == expected
+
+
+@pytest.mark.parametrize("seed", range(12))
+async def test_script_matches_earliest_start_on_random_sequences(redis_url: str, seed: int) -> None:
+    rnd = random.Random(seed)
+    windows = [rnd.choice([500_000, MICRO, 3 * MICRO]) for _ in range(rnd.randint(1, 3))]
+    rates = [Rate(rnd.randint(1, 6), window / MICRO) for window in windows]
+    smallest = min(rate.count for rate in rates)
+    now = 1_000 * MICRO
+    requests = []
+    for _ in range(60):
+        now += rnd.choice([0, 0, 1, 50_000, 300_000, MICRO])
+        requests.append((now, rnd.randint(1, smallest)))
+    reference = [Rate(rate.count, window) for rate, window in zip(rates, windows, strict=True)]
+    expected = starts_after(reference, [(float(t), w) for t, w in requests])
+    async with RedisLimiter(redis_url, rates, name=f"seed{seed}") as limiter:
+        got = await script_starts(limiter, requests)
+    assert got == expected
+
+
+async def test_two_rates_at_once_hold_on_the_server_clock(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    rates = [Rate(5, 1.0), Rate(8, 3.0)]
+    async with RedisLimiter(redis_url, rates, name="two") as limiter:
+        last_key = limiter.keys(MAIN)[1]
+        starts = []
+        for _ in range(20):
+            admission = await limiter.acquire("pool", MAIN)
+            assert admission.held == 0.0
+            start = await redis_client.get(last_key)  # this reservation's start
+            assert start is not None
+            starts.append(int(start))
+    assert starts == sorted(starts)
+    slots = [s / MICRO for s in starts]
+    assert max_in_window(slots, 1.0) == 5
+    assert max_in_window(slots, 3.0) == 8
+    # the rates bind: 20 requests need 6 s of the 3 s window's room (8 + 8 + 4)
+    assert starts[-1] - starts[0] >= 6 * MICRO
+
+
+async def test_weights_take_their_slots(redis_url: str) -> None:
+    async with RedisLimiter(redis_url, [Rate(4, 1.0)], name="w", weights={"orders": 3}) as lim:
+        assert lim.weights == {"orders": 3}
+        first = await lim.acquire("orders", MAIN)  # three slots
+        second = await lim.acquire("pool", MAIN)  # the fourth
+        third = await lim.acquire("pool", MAIN)  # the window is full until 0 leaves it
+        heavy = await lim.acquire("orders", MAIN)  # three more beside the third, at 1 s
+        fifth = await lim.acquire("pool", MAIN)  # (0, 1] is full again: at 2 s
+    assert first.wait == second.wait == 0.0
+    for admission, seconds in ((third, 1.0), (heavy, 1.0), (fifth, 2.0)):
+        assert seconds - 0.1 < admission.wait <= seconds
+
+
+# --- the shared hold ------------------------------------------------------------------------
+
+
+async def test_hold_is_shared_on_the_server_clock(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    async with (
+        RedisLimiter(redis_url, [Rate(100, 1.0)], name="h") as one,
+        RedisLimiter(redis_client, [Rate(100, 1.0)], name="h") as other,
+    ):
+        assert await other.held(MAIN) == 0.0
+        await one.hold(MAIN, 0.8)
+        await one.hold(MAIN, 0.1)  # never shortens a hold
+        await one.hold(MAIN, 0.0)  # nothing to hold
+        held = await other.held(MAIN)
+        assert 0.5 < held <= 0.8
+        assert await other.held(Network.TESTNET) == 0.0
+        admission = await other.acquire("pool", MAIN)
+        assert 0.5 < admission.held <= admission.wait <= 0.8
+        # slots are reserved after the hold: the next one starts no sooner
+        assert (await one.acquire("pool", MAIN)).wait >= admission.wait - 0.05
+        assert (await one.acquire("pool", Network.TESTNET)) == Admission(wait=0.0)
+        hold_ttl = await redis_client.pttl(one.keys(MAIN)[0])
+        assert 0 < hold_ttl <= 800 + EXPIRY_MARGIN_MS
+    assert await redis_client.ping()  # the borrowed client stays open
+
+
+# --- expiry ---------------------------------------------------------------------------------
+
+
+async def test_every_key_expires(redis_url: str, redis_client: aredis.Redis) -> None:
+    rates = [Rate(3, 0.5), Rate(6, 2.0)]
+    async with RedisLimiter(redis_url, rates, name="ttl", weights={"orders": 2}) as limiter:
+        waits = [
+            (await limiter.acquire(op, net)).wait
+            for op, net in itertools.product(("pool", "orders"), (MAIN, Network.TESTNET))
+            for _ in range(4)
+        ]
+        await limiter.hold(Network.TESTNET, 1.5)
+        written = set(limiter.keys(MAIN)[1:] + limiter.keys(Network.TESTNET))
+    keys = {key.decode() if isinstance(key, bytes) else key for key in await redis_client.keys("*")}
+    assert keys == written  # the documented keys only (no hold was asked on mainnet)
+    longest_wait = max(waits)
+    for key in keys:
+        ttl = await redis_client.pttl(key)
+        assert ttl > 0, f"{key} has no expiry"
+        # no longer than it can matter: the furthest reservation plus the longest window
+        assert ttl <= (longest_wait + 2.0) * 1000 + EXPIRY_MARGIN_MS + 5, key
+    # the lists keep only the newest `count` starts
+    for key in keys:
+        if ":rate:" in key:
+            count = int(key.split(":")[-2])
+            assert await redis_client.llen(key) == count
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+async def test_a_limiter_from_a_url_owns_and_closes_its_pool(redis_url: str) -> None:
+    limiter = RedisLimiter(redis_url, [Rate(5, 1.0)], name="life")
+    async with limiter:
+        await asyncio.gather(*(limiter.acquire("pool", MAIN) for _ in range(5)))
+        pool = limiter._redis.connection_pool
+        assert pool._available_connections
+    assert not pool._in_use_connections
+    assert all(not c.is_connected for c in pool._available_connections)
+    await limiter.aclose()  # idempotent
+    with pytest.raises(RuntimeError, match="is closed"):
+        await limiter.acquire("pool", MAIN)
+    with pytest.raises(RuntimeError, match="is closed"):
+        await limiter.held(MAIN)
+    gc.collect()  # an unclosed connection would warn here (warnings are errors)
+
+
+async def test_a_borrowed_client_is_never_closed(redis_client: aredis.Redis) -> None:
+    limiter = RedisLimiter(redis_client, [Rate(5, 1.0)], name="borrowed")
+    assert not limiter.owns_client
+    assert repr(limiter).startswith("RedisLimiter('redis://127.0.0.1:")
+    async with limiter:
+        assert (await limiter.acquire("pool", MAIN)).wait == 0.0
+    assert await redis_client.ping()
+
+
+# --- Redis down, hung, back -----------------------------------------------------------------
+
+
+async def test_unreachable_redis_is_a_limiter_error_naming_the_limiter() -> None:
+    url = f"redis://bot:s3cret@127.0.0.1:{_closed_port()}/0"
+    async with RedisLimiter(url, [Rate(5, 1.0)], name="my-bots") as limiter:
+        async with asyncio.timeout(10):  # never a hang: refused at once
+            for call in (
+                limiter.acquire("pool", MAIN),
+                limiter.held(MAIN),
+                limiter.hold(MAIN, 1.0),
+            ):
+                with pytest.raises(LimiterError) as info:
+                    await call
+                assert isinstance(info.value, TransportError)
+                assert info.value.limiter == repr(limiter)
+                assert "my-bots" in str(info.value.limiter)
+                assert "s3cret" not in str(info.value) + info.value.limiter
+                assert info.value.network == "mainnet"
+    assert not other_tasks()
+
+
+def _closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+async def test_redis_killed_mid_run_then_restarted(own_redis: RedisServer) -> None:
+    async with RedisLimiter(own_redis.url, [Rate(1000, 1.0)], name="outage") as limiter:
+        for _ in range(5):
+            assert (await limiter.acquire("pool", MAIN)).wait == 0.0
+        own_redis.kill()
+        async with asyncio.timeout(10):
+            with pytest.raises(LimiterError, match="Redis failed"):
+                await limiter.acquire("pool", MAIN)
+        assert not other_tasks()
+        assert not limiter._redis.connection_pool._in_use_connections
+        own_redis.restart()
+        # the same limiter, nothing restarted on our side: requests flow again
+        async with asyncio.timeout(10):
+            assert (await limiter.acquire("pool", MAIN)).wait == 0.0
+            await limiter.hold(MAIN, 0.5)
+            assert await limiter.held(MAIN) > 0.0
+    assert not other_tasks()
+
+
+async def test_a_hung_redis_is_bounded_by_the_callers_timeout(own_redis: RedisServer) -> None:
+    async with RedisLimiter(own_redis.url, [Rate(1000, 1.0)], name="hung") as limiter:
+        await limiter.acquire("pool", MAIN)
+        assert own_redis.process is not None
+        own_redis.process.send_signal(19)  # SIGSTOP: connected, but never answers
+        try:
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await limiter.acquire("pool", MAIN)
+            assert not other_tasks()
+            assert not limiter._redis.connection_pool._in_use_connections
+        finally:
+            own_redis.process.send_signal(18)  # SIGCONT
+        async with asyncio.timeout(10):
+            assert (await limiter.acquire("pool", MAIN)).wait >= 0.0
+
+
+# --- cancellation in flight (the redis-py 8.1.0 report) --------------------------------------
+
+CANCEL_ROUNDS = 100
+
+
+async def test_cancelling_an_acquisition_in_flight_leaks_nothing(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    """Cancel acquisitions while the script call awaits Redis: no task, no connection left.
+
+    ``CLIENT PAUSE ... WRITE`` holds every script on the server, so the calls are
+    surely in flight when cancelled; the delays vary where in the call the cancel lands.
+    """
+    rnd = random.Random(14)
+    in_flight = 0
+    async with RedisLimiter(redis_url, [Rate(10_000, 1.0)], name="cancel") as limiter:
+        pool = limiter._redis.connection_pool
+        await limiter.acquire("pool", MAIN)  # the script is loaded, a connection is open
+        for _ in range(CANCEL_ROUNDS):
+            await redis_client.client_pause(10_000, all=False)
+            tasks = [
+                asyncio.create_task(limiter.acquire("pool", MAIN))
+                for _ in range(rnd.choice([1, 3, 12]))  # 12: more than the pool's 10
+            ]
+            for _ in range(rnd.randint(0, 6)):
+                await asyncio.sleep(0)
+            if rnd.random() < 0.5:
+                await asyncio.sleep(0.002)
+            in_flight += bool(pool._in_use_connections)
+            for task in tasks:
+                task.cancel()
+            # Redis is still paused: a cancelled call ends at once, one whose cancel was
+            # lost would wait for the answer (or for the limiter's own call timeout)
+            async with asyncio.timeout(CALL_TIMEOUT / 2):
+                results = await asyncio.gather(*tasks, return_exceptions=True)
+            await redis_client.client_unpause()
+            assert all(isinstance(r, asyncio.CancelledError) for r in results), results
+            assert not other_tasks()
+            assert not pool._in_use_connections
+        # and the limiter still answers, on connections that carry no stale reply
+        async with asyncio.timeout(10):
+            answers = await asyncio.gather(*(limiter.acquire("pool", MAIN) for _ in range(20)))
+        assert all(a.wait == 0.0 for a in answers)
+    assert in_flight >= CANCEL_ROUNDS // 2  # the test did cancel calls in flight
+
+
+async def test_a_cancel_is_never_lost_with_a_borrowed_client_that_has_socket_timeout(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    """redis-py with ``socket_timeout`` sends through ``asyncio.wait_for``, which on Python
+    3.11 can swallow a cancel; the limiter re-raises it once the call returns."""
+    rnd = random.Random(11)
+    borrowed = aredis.Redis.from_url(redis_url, socket_timeout=5.0)
+    try:
+        limiter = RedisLimiter(borrowed, [Rate(10_000, 1.0)], name="lost")
+        await limiter.acquire("pool", MAIN)
+        for _ in range(CANCEL_ROUNDS // 2):
+            await redis_client.client_pause(10_000, all=False)
+            task = asyncio.create_task(limiter.acquire("pool", MAIN))
+            for _ in range(rnd.randint(0, 6)):
+                await asyncio.sleep(0)
+            task.cancel()
+            await redis_client.client_unpause()
+            async with asyncio.timeout(10):
+                (result,) = await asyncio.gather(task, return_exceptions=True)
+            assert isinstance(result, asyncio.CancelledError), result
+            assert not other_tasks()
+        await limiter.aclose()
+    finally:
+        await borrowed.aclose()
