@@ -86,6 +86,7 @@ async def script_starts(
         ({"url": "redis://127.0.0.1:99999/0"}, "not a valid Redis URL"),
         ({"url": "unix://"}, "needs the socket's path"),
         ({"url": b"redis://127.0.0.1"}, "needs a redis:// URL or a redis.asyncio.Redis"),
+        ({"url": "redis://127.0.0.1:6379/0?socket_timeout=soon"}, "not a valid Redis URL"),
     ],
 )
 def test_arguments_are_checked(kwargs: dict[str, object], match: str) -> None:
@@ -124,6 +125,13 @@ def test_repr_names_the_limiter_without_credentials() -> None:
     )
     assert limiter.owns_client
     assert isinstance(limiter, Limiter)
+
+
+def test_unix_socket_addresses_are_named_too() -> None:
+    limiter = RedisLimiter("unix:///run/redis.sock?db=1", [Rate(1, 1.0)], name="u")
+    assert repr(limiter).startswith("RedisLimiter('unix:///run/redis.sock', ")
+    borrowed = RedisLimiter(aredis.Redis(unix_socket_path="/run/r.sock"), [Rate(1, 1.0)], name="u")
+    assert repr(borrowed).startswith("RedisLimiter('unix:///run/r.sock', ")
 
 
 def test_the_module_says_which_extra_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -374,6 +382,23 @@ async def test_a_hung_redis_is_bounded_by_the_callers_timeout(own_redis: RedisSe
             assert (await limiter.acquire("pool", MAIN)).wait >= 0.0
 
 
+async def test_a_hung_redis_is_cut_off_by_the_limiter_itself(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called without any timeout of the caller's, a question still ends (CALL_TIMEOUT)."""
+    monkeypatch.setattr("asyncapi_client.fleet.CALL_TIMEOUT", 0.3)
+    async with RedisLimiter(own_redis.url, [Rate(1000, 1.0)], name="cut") as limiter:
+        await limiter.acquire("pool", MAIN)
+        assert own_redis.process is not None
+        own_redis.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(LimiterError, match=r"did not answer within 0\.3s"):
+                await limiter.held(MAIN)
+        finally:
+            own_redis.process.send_signal(signal.SIGCONT)
+        assert not other_tasks()
+
+
 # --- cancellation in flight (the redis-py 8.1.0 report) --------------------------------------
 
 CANCEL_ROUNDS = 100
@@ -503,3 +528,9 @@ async def test_a_hung_redis_fails_the_attempt_within_its_timeout(own_redis: Redi
         async with asyncio.timeout(30):
             assert await client.tokens()
     assert not other_tasks()
+
+
+def test_the_fleet_module_exports_the_limiter_only() -> None:
+    import asyncapi_client.fleet
+
+    assert asyncapi_client.fleet.__all__ == ["RedisLimiter"]
