@@ -19,7 +19,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _contenders, _data
+from . import _contenders, _data, _fleet
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -747,4 +747,5 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "memory": _memory,
     "coalescing": _coalescing,
     "hooks": _hooks,
+    "limiter": _fleet.limiter,
 }
