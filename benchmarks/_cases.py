@@ -29,6 +29,11 @@ RAW: Final = "raw aiohttp+orjson"
 OURS: Final = "asyncapi_client"
 HTTPX: Final = "httpx+pydantic"
 PYDANTIC: Final = "pydantic validate_json"
+DECIMAL_FLOOR: Final = "orjson.loads + 3 Decimal"
+TYPED: Final = "aiohttp+pydantic"
+#: Issue 12's decode targets: microseconds per order, and the ratio to the exact-decimal floor.
+DECODE_MAX_US: Final = 3.5
+DECODE_MAX_VS_DECIMALS: Final = 1.5
 #: The user whose orders the overhead case pages through (never runs out of orders).
 _ORDERS_USER: Final = "0xbenchuser"
 
@@ -48,6 +53,7 @@ class Config:
     decode_orders: int = 10_000
     decode_rounds: int = 15
     decode_reps: int = 3
+    typed_rounds: int = 7
     stream_pages: int = 20
     stream_latency_ms: int = 50
     consumer_s: float = 0.05
@@ -70,6 +76,7 @@ class Config:
             warmup=100,
             decode_rounds=5,
             decode_reps=2,
+            typed_rounds=3,
             stream_rounds=2,
             memory_orders=200_000,
             memory_rounds=1,
@@ -125,13 +132,14 @@ def _overhead_once(
     n: int,
     concurrency: int,
     warmup: int,
+    limit: int = 100,
 ) -> dict[str, float]:
     if operation == "pool":
         warm = [f"warm-{i}" for i in range(warmup)]
         args = [f"pool-{i:05d}" for i in range(n)]
     else:
-        warm = [f"o{i * 100}" for i in range(n, n + warmup)]
-        args = [f"o{i * 100}" for i in range(n)]
+        warm = [f"o{i * limit}" for i in range(n, n + warmup)]
+        args = [f"o{i * limit}" for i in range(n)]
 
     async def run() -> tuple[float, float]:
         async with factory(server.base_url) as client:
@@ -140,7 +148,7 @@ def _overhead_once(
             else:
 
                 def call(cursor: str) -> Awaitable[object]:
-                    return client.orders(_ORDERS_USER, 100, cursor)
+                    return client.orders(_ORDERS_USER, limit, cursor)
 
             await _drive(call, warm, concurrency)
             gc.collect()
@@ -245,6 +253,64 @@ def _overhead(
     return case
 
 
+def _typed(
+    name: str, title: str, limit: int, concurrency: int, requests: int, target: float
+) -> Callable[[Config, ServerProcess], dict[str, Any]]:
+    """orders() pages end to end against aiohttp + pydantic v2 (issue 12's typed baseline)."""
+
+    def case(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+        n = max(1, requests // 10) if cfg.quick else requests
+        warmup = max(2, min(cfg.warmup, n // 5))
+        runs: dict[str, list[dict[str, float]]] = {c: [] for c in _contenders.TYPED_CLIENTS}
+        for r in range(cfg.typed_rounds):
+            for contender, factory in _contenders.TYPED_CLIENTS.items():
+                result = _overhead_once(
+                    factory, server, "orders", n, concurrency, warmup, limit=limit
+                )
+                runs[contender].append(result)
+                _log(f"{name} round {r + 1}: {contender:<20} {result['cpu_us']:10.1f} us CPU/req")
+        cpu = {c: [x["cpu_us"] for x in rs] for c, rs in runs.items()}
+        contenders = {
+            c: {
+                "cpu_us": summary(cpu[c]),
+                "cpu_ratio_vs_aiohttp_pydantic": summary(per_round_ratios(cpu[c], cpu[TYPED])),
+            }
+            for c in runs
+        }
+        ratio = contenders[OURS]["cpu_ratio_vs_aiohttp_pydantic"]
+        details = [
+            _detail(
+                f"{title} (vs aiohttp+pydantic)",
+                c,
+                f"{spread(v['cpu_us'], 1, ' us')} CPU/req",
+                spread(v["cpu_ratio_vs_aiohttp_pydantic"]),
+            )
+            for c, v in contenders.items()
+        ]
+        return {
+            "title": title,
+            "details": details,
+            "requests": n,
+            "concurrency": concurrency,
+            "unit": "client CPU microseconds per request (time.process_time)",
+            "contenders": contenders,
+            "target": {"max_ratio_vs_aiohttp_pydantic": target},
+            "pass": ratio["median"] <= target,
+            "rows": [
+                _row(
+                    f"{title}: CPU/request vs aiohttp+pydantic",
+                    spread(contenders[OURS]["cpu_us"], 1, " us"),
+                    f"aiohttp+pydantic {spread(contenders[TYPED]['cpu_us'], 1, ' us')}",
+                    spread(ratio),
+                    f"<= {target}x",
+                    ratio["median"] <= target,
+                )
+            ],
+        }
+
+    return case
+
+
 # --- decode -------------------------------------------------------------------------------
 
 
@@ -281,6 +347,9 @@ def _decode(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     ours = contenders[OURS]
     ratio = ours["ratio_vs_pydantic"]
     vs_floor = summary(per_round_ratios(per_order[OURS], per_order["orjson.loads"]))
+    vs_decimals = summary(per_round_ratios(per_order[OURS], per_order[DECIMAL_FLOOR]))
+    us_ok = ours["us_per_order"]["median"] <= DECODE_MAX_US
+    floor_ok = vs_decimals["median"] <= DECODE_MAX_VS_DECIMALS
     vs_msgspec = summary(per_round_ratios(per_order[OURS], per_order["msgspec"]))
     us = " us/order"
     floor = {c: per_round_ratios(v, per_order["orjson.loads"]) for c, v in per_order.items()}
@@ -299,9 +368,29 @@ def _decode(cfg: Config, server: ServerProcess) -> dict[str, Any]:
         "body_bytes": len(body),
         "unit": "CPU microseconds per order (best of reps per round, gc on)",
         "contenders": contenders,
-        "target": {"max_ratio_vs_pydantic": 1.0},
-        "pass": ratio["median"] <= 1.0,
+        "target": {
+            "max_ratio_vs_pydantic": 1.0,
+            "max_us_per_order": DECODE_MAX_US,
+            "max_ratio_vs_orjson_decimals": DECODE_MAX_VS_DECIMALS,
+        },
+        "pass": ratio["median"] <= 1.0 and us_ok and floor_ok,
         "rows": [
+            _row(
+                f"decode {n:,} orders: us/order",
+                spread(ours["us_per_order"], 3, us),
+                "-",
+                "-",
+                f"<= {DECODE_MAX_US} us",
+                us_ok,
+            ),
+            _row(
+                f"decode {n:,} orders vs orjson.loads + 3 Decimal (exact-decimal floor)",
+                spread(ours["us_per_order"], 3, us),
+                f"floor {spread(contenders[DECIMAL_FLOOR]['us_per_order'], 3, us)}",
+                spread(vs_decimals),
+                f"<= {DECODE_MAX_VS_DECIMALS}x",
+                floor_ok,
+            ),
             _row(
                 f"decode {n:,} orders vs pydantic validate_json",
                 spread(ours["us_per_order"], 3, us),
@@ -578,13 +667,85 @@ def _coalescing(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     }
 
 
+# --- the cost of what a call can show (with_response, telemetry) -----------------------------
+
+
+class _WithResponse(_contenders.Ours):
+    """``client.with_response.pool(...)``: the whole Response instead of the value."""
+
+    async def pool(self, pool_id: str) -> object:
+        return await self.client.with_response.pool(pool_id)
+
+
+def _telemetry_sdk() -> None:
+    """The OpenTelemetry SDK as an application sets it up: spans recorded (not exported:
+    the exporter's cost is the application's), metrics aggregated in memory."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
+def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+    """CPU per pool() request of plain calls, ``with_response`` and ``telemetry=True``, in
+    interleaved rounds, as ratios to plain calls (and to raw aiohttp) within each round."""
+    _telemetry_sdk()
+    contenders: dict[str, Callable[[str], _contenders.BenchClient]] = {
+        RAW: _contenders.RawAiohttp,
+        OURS: _contenders.Ours,
+        "with_response": _WithResponse,
+        "telemetry=True": lambda url: _contenders.Ours(url, telemetry=True),
+    }
+    rows: list[dict[str, str]] = []
+    results: dict[str, Any] = {}
+    for concurrency in (1, 64):
+        cpu: dict[str, list[float]] = {c: [] for c in contenders}
+        for r in range(cfg.overhead_rounds):
+            for contender, factory in contenders.items():
+                result = _overhead_once(
+                    factory, server, "pool", cfg.pool_requests, concurrency, cfg.warmup
+                )
+                cpu[contender].append(result["cpu_us"])
+                us = result["cpu_us"]
+                _log(f"hooks c{concurrency} round {r + 1}: {contender:<16} {us:8.1f} us")
+        results[f"c{concurrency}"] = {c: summary(v) for c, v in cpu.items()}
+        for contender in ("with_response", "telemetry=True"):
+            vs_plain = summary(per_round_ratios(cpu[contender], cpu[OURS]))
+            vs_raw = summary(per_round_ratios(cpu[contender], cpu[RAW]))
+            rows.append(
+                _row(
+                    f"pool() x{cfg.pool_requests:,}, concurrency {concurrency}: {contender} "
+                    f"CPU/request vs plain calls (vs raw: {spread(vs_raw)})",
+                    spread(summary(cpu[contender]), 1, " us"),
+                    f"plain {spread(summary(cpu[OURS]), 1, ' us')}",
+                    spread(vs_plain),
+                    "-",
+                    None,
+                )
+            )
+    return {
+        "title": "what with_response and telemetry=True cost per pool() request",
+        "unit": "client CPU microseconds per request (time.process_time)",
+        "results": results,
+        "rows": rows,
+    }
+
+
 CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.15),
     "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.15),
     "orders": _overhead("orders", "orders() 100-order page x{n:,}", "orders", 1, 2.5),
+    "orders-c8": _typed(
+        "orders-c8", "orders() 100-order pages x2,000, concurrency 8", 100, 8, 2_000, 0.85
+    ),
+    "orders-10k": _typed("orders-10k", "orders() 10,000-order page x40", 10_000, 1, 40, 0.8),
     "decode": _decode,
     "streams": _streams,
     "memory": _memory,
     "coalescing": _coalescing,
+    "hooks": _hooks,
     "limiter": _fleet.limiter,
 }

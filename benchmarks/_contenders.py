@@ -25,7 +25,7 @@ import pydantic
 from asyncapi_client import Client, OrderStatus, Side
 from asyncapi_client._decode import ORDERS_PAGE, camel
 
-__all__ = ["CLIENTS", "DECODERS", "BenchClient"]
+__all__ = ["CLIENTS", "DECODERS", "TYPED_CLIENTS", "BenchClient"]
 
 
 class BenchClient(Protocol):
@@ -182,11 +182,40 @@ class HttpxPydantic:
         return POrdersPage.model_validate_json(response.content)
 
 
+class AiohttpPydantic(RawAiohttp):
+    """aiohttp (the same session and URLs as raw) + pydantic v2 ``model_validate_json``: the
+    typed stack without httpx, so a ratio against it is about the decoding and our client."""
+
+    async def _validate(self, url: str, model: type[pydantic.BaseModel]) -> object:
+        assert self._session is not None
+        async with self._session.get(url) as response:
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}")
+            return model.model_validate_json(await response.read())
+
+    async def pool(self, pool_id: str) -> object:
+        return await self._validate(f"{self._api}/clob/pools/{pool_id}", PPool)
+
+    async def orders(self, address: str, limit: int, cursor: str | None) -> object:
+        url = f"{self._api}/clob/users/{address}/orders?limit={limit}"
+        if cursor:
+            url += f"&cursor={cursor}"
+        return await self._validate(url, POrdersPage)
+
+
 #: name -> factory(base_url); the first is the baseline every ratio is computed against.
 CLIENTS: Final[dict[str, Callable[[str], BenchClient]]] = {
     "raw aiohttp+orjson": RawAiohttp,
     "asyncapi_client": Ours,
     "httpx+pydantic": HttpxPydantic,
+}
+
+
+#: The end-to-end cases against the typed stack: aiohttp + pydantic is the baseline.
+TYPED_CLIENTS: Final[dict[str, Callable[[str], BenchClient]]] = {
+    "aiohttp+pydantic": AiohttpPydantic,
+    "asyncapi_client": Ours,
+    "raw aiohttp+orjson": RawAiohttp,
 }
 
 
@@ -230,10 +259,18 @@ def _count_orjson(body: bytes) -> int:
     return len(orjson.loads(body)["orders"])
 
 
+def _count_orjson_decimals(body: bytes) -> int:
+    """The floor for exact decimals: dicts and strings, and the three Decimals of each order."""
+    orders = orjson.loads(body)["orders"]
+    decimals = [(Decimal(o["price"]), Decimal(o["size"]), Decimal(o["filledSize"])) for o in orders]
+    return len(decimals)
+
+
 #: name -> decode(bytes) -> number of orders; ratios are against "pydantic validate_json".
 DECODERS: Final[dict[str, Callable[[bytes], int]]] = {
     "pydantic validate_json": _count_pydantic,
     "asyncapi_client": _count_ours,
     "msgspec": _count_msgspec,
     "orjson.loads": _count_orjson,
+    "orjson.loads + 3 Decimal": _count_orjson_decimals,
 }

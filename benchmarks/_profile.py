@@ -3,8 +3,8 @@
 * ``pool`` / ``orders``: cProfile of the client process over ``pool()`` calls (concurrency 1
   and 64) or 100-order ``orders()`` pages against the benchmark server; functions by own
   time, and own time summed by package (aiohttp, asyncio, asyncapi_client, cattrs, ...).
-* ``decode``: a cost breakdown of decoding one 10,000-order page, step by step with
-  ``time.process_time`` (no profiler overhead), then a cProfile of the decoder.
+* ``decode``: the stages of decoding one 10,000-order page (``benchmarks._stages``, no
+  profiler overhead), then a cProfile of each decode path.
 
 cProfile inflates small functions; read its numbers as shares, the breakdown as costs.
 """
@@ -21,15 +21,12 @@ import re
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from decimal import Decimal
 from typing import Any
 
-import orjson
-
-from asyncapi_client import Client, Order, OrderStatus, Side
-from asyncapi_client import _decode as decode_module
+from asyncapi_client import Client
 from asyncapi_client._decode import ORDERS_PAGE
 
+from . import _stages
 from ._cases import _drive, decode_body
 from ._server import ServerProcess, pin_cores
 
@@ -104,100 +101,21 @@ def _profile_requests(operation: str, n: int, concurrency: int, top: int) -> Non
         _report(profile, title, top)
 
 
-def _per_order(fn: Callable[[], object], orders: int, reps: int = 5) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best / orders * 1e6
-
-
 def _profile_decode(top: int) -> None:
+    """The stage table of ``benchmarks._stages``, then cProfile of both decode paths."""
     n = 10_000
     body = decode_body(n)
-    data = orjson.loads(body)
-    wire = data["orders"]
-    fast = decode_module._FAST
-    hooks = {
-        "Decimal": fast.get_structure_hook(Decimal),
-        "str": fast.get_structure_hook(str),
-        "Side": fast.get_structure_hook(Side),
-        "OrderStatus": fast.get_structure_hook(OrderStatus),
-        "number": fast.get_structure_hook(int | float),
-    }
-    decoded = ORDERS_PAGE(body).orders
-    fields = [
-        (o.transaction_id, o.pool_id, o.user, o.side, o.price, o.size, o.filled_size, o.status)
-        for o in decoded
-    ]
-    texts = [(w["price"], w["size"], w["filledSize"]) for w in wire]
-    pattern = decode_module._DECIMAL_TEXT
-    side_map = dict(Side._value2member_map_)
-    status_map = dict(OrderStatus._value2member_map_)
-    steps: list[tuple[str, Callable[[], object]]] = [
-        ("whole decode: ORDERS_PAGE(body)", lambda: ORDERS_PAGE(body)),
-        ("  orjson.loads(body)", lambda: orjson.loads(body)),
-        ("  _FAST.structure(dict, OrdersPage)", lambda: fast.structure(data, ORDERS_PAGE.cls)),
-        (
-            "    Order(...) x1 (frozen attrs __init__)",
-            lambda: [Order(*f, 0) for f in fields],
-        ),
-        (
-            "    3x _decimal hook (regex + Decimal)",
-            lambda: [[hooks["Decimal"](t, Decimal) for t in ts] for ts in texts],
-        ),
-        ("    3x regex fullmatch only", lambda: [[pattern(t) for t in ts] for ts in texts]),
-        ("    3x Decimal(str) only", lambda: [[Decimal(t) for t in ts] for ts in texts]),
-        (
-            "    2x enum hooks (Side, OrderStatus)",
-            lambda: [
-                (hooks["Side"](w["side"], Side), hooks["OrderStatus"](w["status"], OrderStatus))
-                for w in wire
-            ],
-        ),
-        (
-            "    2x plain dict lookup (for comparison)",
-            lambda: [(side_map[w["side"]], status_map[w["status"]]) for w in wire],
-        ),
-        (
-            "    3x str hook",
-            lambda: [
-                (
-                    hooks["str"](w["transactionId"], str),
-                    hooks["str"](w["poolId"], str),
-                    hooks["str"](w["user"], str),
-                )
-                for w in wire
-            ],
-        ),
-        ("    1x number hook", lambda: [hooks["number"](w["timestamp"], None) for w in wire]),
-        ("    9x dict item lookups (w[...])", lambda: [_lookups(w) for w in wire]),
-    ]
-    print(f"\n== decode of {n:,} orders ({len(body):,} bytes): CPU us per order, best of 5")
-    for label, fn in steps:
-        print(f"  {label:<44} {_per_order(fn, n):7.3f}")
-    profile = cProfile.Profile()
-    profile.enable()
-    for _ in range(3):
-        ORDERS_PAGE(body)
-    profile.disable()
-    _report(profile, "ORDERS_PAGE(body) x3", top)
-
-
-def _lookups(w: dict[str, Any]) -> tuple[Any, ...]:
-    return (
-        w["transactionId"],
-        w["poolId"],
-        w["user"],
-        w["side"],
-        w["price"],
-        w["size"],
-        w["filledSize"],
-        w["status"],
-        w["timestamp"],
-    )
+    _stages._time(_stages._stages(body), rounds=5, reps=3, n=n)
+    for title, decode in (
+        ("ORDERS_PAGE(body) x3 (accelerated)", ORDERS_PAGE),
+        ("ORDERS_PAGE.general(body) x3 (orjson + generated functions)", ORDERS_PAGE.general),
+    ):
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(3):
+            decode(body)
+        profile.disable()
+        _report(profile, title, top)
 
 
 _SERVER_CPU: int | None = None

@@ -16,6 +16,7 @@ from asyncapi_client import MarketType, OrderStatus, Side
 __all__ = [
     "Wire",
     "decimal_text",
+    "hostile_leaves",
     "json_values",
     "leaderboard_entries",
     "leaderboard_pages",
@@ -46,6 +47,55 @@ json_values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | json_ints | json_floats | text,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(text, children, max_size=3),
     max_leaves=8,
+)
+
+#: Leaves where one JSON parser or validator might differ from another: text Decimal() reads
+#: but the rules refuse, numbers at the edges of 64 bits and of float, integral floats.
+hostile_leaves: st.SearchStrategy[Any] = st.sampled_from(
+    [
+        "NaN",
+        "sNaN",
+        "Infinity",
+        "-inf",
+        " 1",
+        "1 ",
+        "1\n",
+        "1_000",
+        "\u0661\u0662",
+        "\uff11",
+        "1e5",
+        "1E+2",
+        "-1.5",
+        "+1",
+        ".5",
+        "5.",
+        "",
+        ".",
+        "1.2.3",
+        "0" * 129,
+        "1" * 128,
+        "1" * 129,
+        "0." + "0" * 127 + "1",
+        "1e-999999999",
+        "BUY",
+        "sell",
+        "amm",
+        "REJECTED",
+        2**63 - 1,
+        2**63,
+        2**64 - 1,
+        -(2**63),
+        2**53,
+        2**53 + 1,
+        18.0,
+        -0.0,
+        1e308,
+        5e-324,
+        2.0**63,
+        float(2**53),
+        True,
+        False,
+    ]
 )
 
 #: Decimal numbers as text, in plain positional notation without superfluous leading zeros,

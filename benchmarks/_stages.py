@@ -1,0 +1,151 @@
+"""Decode stage by stage: ``python -m benchmarks._stages [--rounds N] [--callgrind]``.
+
+One 10,000-order page (the ``decode`` case's body), each stage of the decoder and its
+references timed in interleaved rounds (CPU time, best of ``--reps`` per round, gc on), as
+microseconds per order and as a ratio to ``orjson.loads + 3 Decimal`` in the same round
+(the floor for exact decimals). With ``--callgrind``, each stage also runs once under
+``valgrind --tool=callgrind`` and reports instructions per order: on a shared, busy machine
+the one number that does not move between runs.
+
+The stages of ``ORDERS_PAGE`` (the accelerated path):
+
+* ``mirror``: msgspec parses the body into the mirror Structs (types checked, text kept);
+* ``check``: the decimal texts, joined and stripped of digits and dots;
+* ``convert``: ``msgspec.convert`` builds the attrs models, ``Decimal`` and enums included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Final
+
+import msgspec
+import orjson
+
+from asyncapi_client import _decode
+
+from ._cases import decode_body
+from ._contenders import DECODERS
+from ._stats import per_round_ratios, spread, summary
+
+FLOOR: Final = "orjson.loads + 3 Decimal"
+
+
+def _stages(body: bytes) -> dict[str, Callable[[], object]]:
+    def floor() -> object:
+        data = orjson.loads(body)
+        return [
+            (Decimal(o["price"]), Decimal(o["size"]), Decimal(o["filledSize"]))
+            for o in data["orders"]
+        ]
+
+    stages: dict[str, Callable[[], object]] = {
+        "orjson.loads": lambda: orjson.loads(body),
+        FLOOR: floor,
+        "msgspec Struct, Decimal fields": lambda: DECODERS["msgspec"](body),
+        "pydantic validate_json": lambda: DECODERS["pydantic validate_json"](body),
+        "ORDERS_PAGE(body)": lambda: _decode.ORDERS_PAGE(body),
+    }
+    accelerated = getattr(_decode.ORDERS_PAGE, "_accelerated", None)
+    if accelerated is None:  # an older checkout (PYTHONPATH=...): the whole decode only
+        return stages
+    mirror = accelerated._decoder.decode(body)
+    stages["  mirror: msgspec -> Structs"] = lambda: accelerated._decoder.decode(body)
+    stages["  check: decimal text"] = lambda: accelerated._check(mirror)
+    stages["  convert: -> attrs models"] = lambda: msgspec.convert(
+        mirror, _decode.OrdersPage, from_attributes=True
+    )
+    stages["ORDERS_PAGE.general(body)"] = lambda: _decode.ORDERS_PAGE.general(body)
+    return stages
+
+
+def _time(stages: dict[str, Callable[[], object]], rounds: int, reps: int, n: int) -> None:
+    per_order: dict[str, list[float]] = {name: [] for name in stages}
+    for _ in range(rounds):
+        for name, stage in stages.items():
+            best = float("inf")
+            for _ in range(reps):
+                gc.collect()
+                start = time.process_time()
+                stage()
+                best = min(best, time.process_time() - start)
+            per_order[name].append(best / n * 1e6)
+    print(f"\n{n:,} orders, {rounds} interleaved rounds, best of {reps} per round (CPU time)")
+    print(f"{'stage':<34} {'us/order median (min-max)':<28} ratio to the floor, per round")
+    for name, values in per_order.items():
+        ratios = summary(per_round_ratios(values, per_order[FLOOR]))
+        print(f"{name:<34} {spread(summary(values), 3):<28} {spread(ratios)}")
+
+
+_CHILD = """
+import functools, sys
+from benchmarks._stages import _stages
+from benchmarks._cases import decode_body
+stage = _stages(decode_body({n}))[{name!r}]
+stage(); stage()  # warm: caches, specialisation
+functools.reduce(lambda acc, _: stage(), range({runs}), None)  # measured: callgrind toggles here
+"""
+
+
+def _callgrind(names: list[str], n: int, runs: int) -> None:
+    """Instructions per order of each stage, counted by callgrind inside functools.reduce."""
+    if shutil.which("valgrind") is None:
+        print("\n(callgrind: valgrind is not installed; apt-get install valgrind)")
+        return
+    print(f"\ninstructions per order (callgrind, {runs} runs of {n:,} orders)")
+    for name in names:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "callgrind.out")
+            code = _CHILD.format(n=n, name=name, runs=runs)
+            done = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={out}",
+                    "--collect-atstart=no",
+                    "--toggle-collect=functools_reduce",
+                    sys.executable,
+                    "-c",
+                    code,
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=900,
+            )
+            found = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                print(f"{name:<34} failed: {done.stderr.strip().splitlines()[-1:]}")
+                continue
+            print(f"{name:<34} {int(found.group(1)) / (n * runs):>10,.0f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks._stages")
+    parser.add_argument("--orders", type=int, default=10_000)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions")
+    parser.add_argument("--only", action="append", help="callgrind only these stages")
+    args = parser.parse_args(argv)
+    body = decode_body(args.orders)
+    stages = _stages(body)
+    for stage in stages.values():
+        stage()
+    _time(stages, args.rounds, args.reps, args.orders)
+    if args.callgrind:
+        _callgrind(args.only or list(stages), args.orders, runs=2)
+
+
+if __name__ == "__main__":
+    main()
