@@ -153,6 +153,8 @@ def test_keys_share_one_hash_tag_per_name_and_network() -> None:
         "asyncapi_client:{b:mainnet}:rate:600:60000000",
     ]
     assert all("{b:testnet}" in key for key in limiter.keys(Network.TESTNET))
+    limiter.keys(MAIN).clear()  # a copy: the limiter's own list is untouched
+    assert len(limiter.keys(MAIN)) == 4
     # a rate named twice is one quota, not two lists that both count every start
     twice = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(2, 1.0), Rate(2, 1.0)], name="b")
     assert len(twice.keys(MAIN)) == 3
