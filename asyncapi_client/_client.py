@@ -596,9 +596,10 @@ class Client:
     ) -> Walk[LeaderboardPage]:
         """Each leaderboard page in order; pages after the first are fetched concurrently.
 
-        A page holds only the entries whose address the walk had not yielded before; see
-        :class:`asyncapi_client._walks.BoardPager` for how the walk ends on broken servers.
-        ``resume=`` works as for :meth:`iter_leaderboard`.
+        A page holds only the entries whose address the walk had not yielded before (a tie
+        split across two pages keeps both). The walk ends after the last page or the first
+        empty one; a page after the first that brings no new address raises
+        :class:`PaginationError` naming it. ``resume=`` works as for :meth:`iter_leaderboard`.
         """
         pager, start = self._board_pager(page_size, concurrency, None, resume, network, deadline)
         return page_walk(pager, start)

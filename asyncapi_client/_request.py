@@ -7,30 +7,36 @@ The client builds one frozen :class:`Request` per call, in one place; every stag
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import attrs
 
 from ._network import Network
 
-__all__ = ["Request", "Response"]
+__all__ = ["Outcome", "Request", "Response"]
 
 T = TypeVar("T")
 
 
-@attrs.frozen(slots=True)
-class Request(Generic[T]):
+class Request(NamedTuple, Generic[T]):
     """One GET: ``operation`` (``"pool"``), ``network``, the encoded ``url``, its
     ``template`` (``/api/clob/pools/{poolId}``), the ``decode`` of its body and the
     ``deadline`` of the whole call (None: none). Equal requests in flight are coalesced.
+
+    A named tuple: immutable, and hashed and compared in C (it is the coalescing key).
     """
 
     operation: str
     network: Network
     url: str
     template: str
-    decode: Callable[[bytes], T] = attrs.field(eq=True, repr=False)
+    decode: Callable[[bytes], T]
     deadline: float | None
+
+
+#: What one call brought back, inside the session layer: the fields of :class:`Response`
+#: in order (a plain tuple: the hot path builds a Response only when one is asked for).
+Outcome = tuple[T, int, Mapping[str, str], bytes, str, Network, int, float]
 
 
 @attrs.frozen(slots=True)

@@ -18,7 +18,7 @@ from typing import TypeVar
 from yarl import URL
 
 from ._errors import ApiError, StatusError
-from ._request import Request, Response
+from ._request import Outcome, Request
 from ._retry import RetryEvent
 
 try:
@@ -66,8 +66,8 @@ class Telemetry:
         return host
 
     async def call(
-        self, request: Request[T], send: Callable[[Request[T]], Awaitable[Response[T]]]
-    ) -> Response[T]:
+        self, request: Request[T], send: Callable[[Request[T]], Awaitable[Outcome[T]]]
+    ) -> Outcome[T]:
         """Run ``send(request)`` inside its span, and record its duration."""
         labels = {OPERATION: request.operation, NETWORK: request.network.value}
         attributes = {
@@ -84,7 +84,7 @@ class Telemetry:
             set_status_on_exception=False,
         ) as span:
             try:
-                response = await send(request)
+                outcome = await send(request)
             except Exception as exc:
                 kind = type(exc).__name__
                 if isinstance(exc, ApiError):
@@ -96,10 +96,10 @@ class Telemetry:
                 span.set_status(Status(StatusCode.ERROR, str(exc)))
                 self._duration.record(time.perf_counter() - started, {**labels, ERROR_TYPE: kind})
                 raise
-            span.set_attribute(STATUS_CODE, response.status)
-            span.set_attribute(ATTEMPTS, response.attempts)
+            span.set_attribute(STATUS_CODE, outcome[1])  # the fields of Response, in order
+            span.set_attribute(ATTEMPTS, outcome[6])
             self._duration.record(time.perf_counter() - started, labels)
-            return response
+            return outcome
 
     def retry(self, event: RetryEvent) -> None:
         """A ``retry`` event on the call's span, and one more on the retry counter."""

@@ -59,7 +59,7 @@ from ._errors import (
 )
 from ._limiters import Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
-from ._request import Request, Response
+from ._request import Outcome, Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
@@ -191,7 +191,7 @@ class _Call:
     counts requests sent (``ApiError.attempts``, ``Response.attempts``).
     """
 
-    __slots__ = ("attempts", "expires", "request", "started", "tries")
+    __slots__ = ("attempts", "expires", "failed", "request", "started", "tries")
 
     def __init__(self, request: Request[Any], started: float, expires: float | None) -> None:
         self.request = request
@@ -199,6 +199,7 @@ class _Call:
         self.expires = expires
         self.tries = 0
         self.attempts = 0
+        self.failed: ApiError | None = None  # the last attempt's error
 
 
 class Transport:
@@ -339,16 +340,16 @@ class Transport:
     async def get(self, request: Request[T]) -> T:
         """Run ``request`` and return its decoded value."""
         if self._telemetry is None:
-            return (await self._send(request)).value
-        return (await self._telemetry.call(request, self._send)).value
+            return (await self._send(request))[0]
+        return (await self._telemetry.call(request, self._send))[0]
 
     async def send(self, request: Request[T]) -> Response[T]:
         """Run ``request`` and return the whole :class:`Response`."""
         if self._telemetry is None:
-            return await self._send(request)
-        return await self._telemetry.call(request, self._send)
+            return Response(*await self._send(request))
+        return Response(*await self._telemetry.call(request, self._send))
 
-    async def _send(self, request: Request[T]) -> Response[T]:
+    async def _send(self, request: Request[T]) -> Outcome[T]:
         """Run ``request``: coalesced, under its deadline, with retries."""
         loop = asyncio.get_running_loop()
         if self._state is not _State.OPENED or loop is not self._loop:
@@ -378,7 +379,7 @@ class Transport:
             shared.set_result(result)
         return result
 
-    async def _follow(self, request: Request[T], shared: asyncio.Future[Any]) -> Response[T]:
+    async def _follow(self, request: Request[T], shared: asyncio.Future[Any]) -> Outcome[T]:
         """Wait for the leader's outcome; take over if the leader was cancelled.
 
         ``shield``: cancelling one follower must not cancel the shared outcome.
@@ -392,17 +393,28 @@ class Transport:
                 return await self._send(request)
             shared = successor
 
-    async def _run(self, request: Request[T]) -> Response[T]:
+    async def _run(self, request: Request[T]) -> Outcome[T]:
         loop = asyncio.get_running_loop()
         started = loop.time()
         deadline = request.deadline
         if deadline is None:
-            return await self._attempts(_Call(request, started, None))
+            call = _Call(request, started, None)
+            local = self._local
+            if local is None or not local.idle:
+                return await self._attempts(call, None)
+            # Nothing to wait for and nothing to ask: the first attempt goes straight out.
+            call.tries = call.attempts = 1
+            try:
+                return await self._attempt(call)
+            except ApiError as exc:
+                failed = exc  # handled outside this block: it is no later error's __context__
+            await self._after_failure(call, failed)
+            return await self._attempts(call, failed)
         call = _Call(request, started, started + deadline)
         scope = asyncio.timeout_at(call.expires)
         try:
             async with scope:
-                return await self._attempts(call)
+                return await self._attempts(call, None)
         except TimeoutError as exc:
             if not scope.expired():
                 raise
@@ -412,13 +424,13 @@ class Transport:
                 network=request.network.value,
             )
             error.attempts = call.attempts
-            raise error from exc
+            raise error from call.failed or exc  # the story so far; the timeout is __context__
 
     # --- the retry loop -----------------------------------------------------------------
 
-    async def _attempts(self, call: _Call) -> Response[T]:
-        """Attempts until one succeeds or the error is final (a flat loop)."""
-        failed: ApiError | None = None
+    async def _attempts(self, call: _Call, failed: ApiError | None) -> Outcome[T]:
+        """Attempts until one succeeds or the error is final (a flat loop); ``failed``:
+        the error of the attempt just made, whose retry is decided and waited for."""
         local = self._local
         while True:
             call.tries += 1
@@ -447,6 +459,7 @@ class Transport:
                 failed = exc
                 decision = decide(policy, failed, call.tries - 1, self._random)
         failed.attempts = call.attempts
+        call.failed = failed
         if not decision.retry:
             if decision.why:
                 failed.message = f"{failed.message}; {decision.why}"
@@ -562,7 +575,7 @@ class Transport:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _attempt(self, call: _Call) -> Response[T]:
+    async def _attempt(self, call: _Call) -> Outcome[T]:
         request = call.request
         url, network = request.url, request.network
         session = self._session if self._session is not None else self._open()
@@ -639,7 +652,7 @@ class Transport:
         except DecodeError as exc:
             exc.url, exc.network = url, network.value
             raise
-        return Response(
+        return (
             value,
             status,
             response.headers,

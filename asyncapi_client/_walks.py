@@ -17,6 +17,7 @@ page, never earlier, never lost; the checkpoint then still names the last item h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -169,13 +170,13 @@ def _check_position(
     found = identity(items[consumed - 1]) if len(items) >= consumed else None
     if found != last:
         now = (
-            f"it has {found!r} there"
+            f"it has {_shorten(found)} there"
             if found is not None
             else f"it has only {len(items)} item(s) now"
         )
         raise PaginationError(
-            f"cannot resume: {where} had {last!r} as item {consumed} when the checkpoint was "
-            f"taken, {now}: the data changed since; start the walk again"
+            f"cannot resume: {where} had {_shorten(last or '')} as item {consumed} when the "
+            f"checkpoint was taken, {now}: the data changed since; start the walk again"
         )
 
 
@@ -418,9 +419,11 @@ class BoardPager(_Pager):
 class Walk(Generic[T]):
     """An async iterator over a stream's items (or pages) that knows where it stands.
 
-    Use it with ``async for``, ``anext()``, ``aclose()`` and ``contextlib.aclosing``.
+    The four stream methods of :class:`Client` make them. Use one with ``async for``,
+    ``anext()``, ``aclose()`` and ``contextlib.aclosing``; one task at a time steps it.
     :attr:`checkpoint` is the position just after the last item handed out; pass it (or its
-    JSON text) as ``resume=`` to continue there, in this process or another one.
+    JSON text) as ``resume=`` to continue there, in this process or another one. After the
+    end, an error or ``aclose()``, the walk hands out nothing more, and its checkpoint stays.
     """
 
     __slots__ = ("_busy", "_chunk", "_closed", "_pager", "_start")
@@ -468,7 +471,8 @@ class Walk(Generic[T]):
 
     def __del__(self) -> None:
         if not self._closed:
-            self._pager.cancel_soon()
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: nothing runs
+                self._pager.cancel_soon()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

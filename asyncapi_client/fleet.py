@@ -238,13 +238,15 @@ class RedisLimiter:
 
         All share one hash tag, ``{name:network}``, so they live in one Redis Cluster slot.
         """
-        net = parse_network(network)
-        keys = self._keys.get(net)
+        return list(self._keys_of(parse_network(network)))
+
+    def _keys_of(self, network: Network) -> list[str]:
+        keys = self._keys.get(network)
         if keys is None:
-            prefix = f"asyncapi_client:{{{self.name}:{net.value}}}"
+            prefix = f"asyncapi_client:{{{self.name}:{network.value}}}"
             keys = [f"{prefix}:hold", f"{prefix}:last"]
             keys += [f"{prefix}:rate:{count}:{window}" for count, window in self._windows()]
-            self._keys[net] = keys
+            self._keys[network] = keys
         return keys
 
     def _windows(self) -> list[tuple[int, int]]:
@@ -296,7 +298,7 @@ class RedisLimiter:
         ``now`` (µs) replaces the server's clock; only tests pass it.
         """
         args = (weight, EXPIRY_MARGIN_MS, "" if now is None else now, *self._rate_args)
-        reply = await self._call(self._acquire, self.keys(network), args, network)
+        reply = await self._call(self._acquire, self._keys_of(network), args, network)
         return [int(reply[0]), int(reply[1])]
 
     async def acquire(self, operation: str, network: Network) -> Admission:
@@ -306,7 +308,7 @@ class RedisLimiter:
 
     async def held(self, network: Network) -> float:
         """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock."""
-        left = await self._call(self._held, self.keys(network)[:1], ("",), network)
+        left = await self._call(self._held, self._keys_of(network)[:1], ("",), network)
         return int(left) / 1e6
 
     async def hold(self, network: Network, seconds: float) -> None:
@@ -320,7 +322,7 @@ class RedisLimiter:
             self._check_open()
             return
         args = (micros, EXPIRY_MARGIN_MS, "")
-        await self._call(self._hold, self.keys(network)[:1], args, network)
+        await self._call(self._hold, self._keys_of(network)[:1], args, network)
 
     async def aclose(self) -> None:
         """Close the connection pool if the limiter made it; a borrowed client stays open."""

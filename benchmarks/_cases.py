@@ -19,7 +19,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _contenders, _data
+from . import _contenders, _data, _fleet
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -667,6 +667,73 @@ def _coalescing(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     }
 
 
+# --- the cost of what a call can show (with_response, telemetry) -----------------------------
+
+
+class _WithResponse(_contenders.Ours):
+    """``client.with_response.pool(...)``: the whole Response instead of the value."""
+
+    async def pool(self, pool_id: str) -> object:
+        return await self.client.with_response.pool(pool_id)
+
+
+def _telemetry_sdk() -> None:
+    """The OpenTelemetry SDK as an application sets it up: spans recorded (not exported:
+    the exporter's cost is the application's), metrics aggregated in memory."""
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+
+def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+    """CPU per pool() request of plain calls, ``with_response`` and ``telemetry=True``, in
+    interleaved rounds, as ratios to plain calls (and to raw aiohttp) within each round."""
+    _telemetry_sdk()
+    contenders: dict[str, Callable[[str], _contenders.BenchClient]] = {
+        RAW: _contenders.RawAiohttp,
+        OURS: _contenders.Ours,
+        "with_response": _WithResponse,
+        "telemetry=True": lambda url: _contenders.Ours(url, telemetry=True),
+    }
+    rows: list[dict[str, str]] = []
+    results: dict[str, Any] = {}
+    for concurrency in (1, 64):
+        cpu: dict[str, list[float]] = {c: [] for c in contenders}
+        for r in range(cfg.overhead_rounds):
+            for contender, factory in contenders.items():
+                result = _overhead_once(
+                    factory, server, "pool", cfg.pool_requests, concurrency, cfg.warmup
+                )
+                cpu[contender].append(result["cpu_us"])
+                us = result["cpu_us"]
+                _log(f"hooks c{concurrency} round {r + 1}: {contender:<16} {us:8.1f} us")
+        results[f"c{concurrency}"] = {c: summary(v) for c, v in cpu.items()}
+        for contender in ("with_response", "telemetry=True"):
+            vs_plain = summary(per_round_ratios(cpu[contender], cpu[OURS]))
+            vs_raw = summary(per_round_ratios(cpu[contender], cpu[RAW]))
+            rows.append(
+                _row(
+                    f"pool() x{cfg.pool_requests:,}, concurrency {concurrency}: {contender} "
+                    f"CPU/request vs plain calls (vs raw: {spread(vs_raw)})",
+                    spread(summary(cpu[contender]), 1, " us"),
+                    f"plain {spread(summary(cpu[OURS]), 1, ' us')}",
+                    spread(vs_plain),
+                    "-",
+                    None,
+                )
+            )
+    return {
+        "title": "what with_response and telemetry=True cost per pool() request",
+        "unit": "client CPU microseconds per request (time.process_time)",
+        "results": results,
+        "rows": rows,
+    }
+
+
 CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.15),
     "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.15),
@@ -679,4 +746,6 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "streams": _streams,
     "memory": _memory,
     "coalescing": _coalescing,
+    "hooks": _hooks,
+    "limiter": _fleet.limiter,
 }

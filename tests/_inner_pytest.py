@@ -53,7 +53,8 @@ def run_suite(
     config = where / "pytest.ini"
     config.write_text(f"[pytest]\n{ini}filterwarnings = error\n", encoding="utf-8")
     collector = _Collector()
-    options = ["-q", "-p", "no:cacheprovider", "--import-mode=importlib", "-c", str(config)]
+    options = ["-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:xdist"]
+    options += ["--import-mode=importlib", "-c", str(config)]
     try:
         code = pytest.main(
             [*options, "--rootdir", str(where), *args, str(where)], plugins=[*plugins, collector]

@@ -207,6 +207,11 @@ def test_the_constructor_checks_its_fields_too(changes: dict[str, Any]) -> None:
         orders_cp(**changes)
 
 
+def test_a_checkpoint_with_text_that_has_no_utf8_form_cannot_be_written() -> None:
+    with pytest.raises(ValueError, match="cannot be written as JSON"):
+        orders_cp(market="\ud800").to_json()
+
+
 # --- resume= is checked before any request ----------------------------------------------------
 
 
@@ -479,6 +484,19 @@ async def test_a_first_page_that_lost_orders_is_a_pagination_error(fake: FakeSer
         with pytest.raises(PaginationError, match="only 4 item"):
             _ = [
                 o async for o in client.iter_order_pages(USER, page_size=10, resume=walk.checkpoint)
+            ]
+
+
+async def test_a_leaderboard_that_shrank_below_the_position_is_a_pagination_error(
+    fake: FakeServer,
+) -> None:
+    async with client_of(fake) as client:
+        walk = client.iter_leaderboard(page_size=8, max_items=14)
+        _ = [e async for e in walk]
+        del fake.exchange.leaderboard[12:]
+        with pytest.raises(PaginationError, match=r"page 2 had .* as item 6 .*only 4 item"):
+            _ = [
+                e async for e in client.iter_leaderboard_pages(page_size=8, resume=walk.checkpoint)
             ]
 
 

@@ -443,12 +443,22 @@ def test_verbose_says_each_retry_on_stderr(failing: Fake) -> None:
     assert run.returncode == 1
     *retries, error = run.stderr.splitlines()
     assert len(retries) == 2, run.stderr
-    assert all(r.startswith("asyncapi-client: retrying GET ") for r in retries), retries
-    assert "(attempt 1 of 3)" in retries[0]
-    assert "(attempt 2 of 3)" in retries[1]
-    assert error.startswith("asyncapi-client: error: ")
+    url = f"{failing.server.base_url}/api/clob/pools/{pool_id}"
+    for number, line in enumerate(retries, 1):
+        assert line.startswith(f"asyncapi-client: retry {number} of 2: pool [mainnet] {url} "), line
+        assert "failed (HTTP 503" in line
+        assert re.search(r"; next attempt in \d+\.\d\d s$", line), line
+    assert error.startswith("asyncapi-client: error: HTTP 503")
     # without -v and off a terminal: only the error line
     failing.cli("--max-retries", "1", "pool", pool_id).one_line_error(1)
+
+
+def test_the_error_line_says_how_many_attempts_were_made(failing: Fake) -> None:
+    pool_id = next(iter(failing.exchange.pools))
+    three = failing.cli("--max-retries", "2", "pool", pool_id).one_line_error(1)
+    assert "after 3 attempts" in three
+    one = failing.cli("--max-retries", "0", "pool", pool_id).one_line_error(1)
+    assert "attempts" not in one  # one attempt: nothing to count
 
 
 def test_a_host_that_never_answers_ends_at_the_deadline() -> None:

@@ -220,6 +220,6 @@ def test_retry_lines_are_visible_too(hostile: str) -> None:
     )
     assert run.returncode == 1
     retry, _ = run.stderr.splitlines()
-    assert retry.startswith("asyncapi-client: retrying GET ")
+    assert retry.startswith("asyncapi-client: retry 1 of 1: pool [mainnet] ")
     for char in RAW_CONTROLS:
         assert char not in run.stderr, char

@@ -150,3 +150,22 @@ async def test_an_open_gate_still_counts_arrivals(
         assert await fake_client.tokens()
         await gate.arrived(1)
         assert (gate.arrivals, gate.held, gate.is_open) == (1, 0, True)
+
+
+async def test_clearing_the_record_while_a_request_is_held(
+    fake_server: FakeServer, fake_client: Client
+) -> None:
+    """The answered request's record goes where its arrival record is, or nowhere."""
+    async with fake_server.gate("tokens") as gate:
+        first = asyncio.ensure_future(fake_client.tokens())
+        await gate.arrived(1)
+        fake_server.requests.clear()  # the test forgets what came before
+        await fake_client.leaderboard()
+        second = asyncio.ensure_future(fake_client.tokens(search="a"))
+        await gate.arrived(2)
+        del fake_server.requests[0]  # the leaderboard: the held one moves down a place
+        gate.release()
+        await asyncio.gather(first, second)
+    assert [(r.operation, r.query, r.status) for r in fake_server.requests] == [
+        ("tokens", {"search": "a"}, 200)
+    ]

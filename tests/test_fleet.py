@@ -7,6 +7,7 @@ import gc
 import importlib
 import itertools
 import random
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -15,8 +16,18 @@ from typing import TYPE_CHECKING
 import pytest
 import redis.asyncio as aredis
 
-from asyncapi_client import Admission, Limiter, LimiterError, Network, Rate, TransportError
+from asyncapi_client import (
+    Admission,
+    Client,
+    Limiter,
+    LimiterError,
+    Network,
+    Rate,
+    RetryEvent,
+    TransportError,
+)
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, RedisLimiter
+from asyncapi_client.testing import FakeExchange, FakeServer
 from tests.test_limiters import max_in_window, starts_after
 
 if TYPE_CHECKING:
@@ -75,6 +86,7 @@ async def script_starts(
         ({"url": "redis://127.0.0.1:99999/0"}, "not a valid Redis URL"),
         ({"url": "unix://"}, "needs the socket's path"),
         ({"url": b"redis://127.0.0.1"}, "needs a redis:// URL or a redis.asyncio.Redis"),
+        ({"url": "redis://127.0.0.1:6379/0?socket_timeout=soon"}, "not a valid Redis URL"),
     ],
 )
 def test_arguments_are_checked(kwargs: dict[str, object], match: str) -> None:
@@ -115,6 +127,13 @@ def test_repr_names_the_limiter_without_credentials() -> None:
     assert isinstance(limiter, Limiter)
 
 
+def test_unix_socket_addresses_are_named_too() -> None:
+    limiter = RedisLimiter("unix:///run/redis.sock?db=1", [Rate(1, 1.0)], name="u")
+    assert repr(limiter).startswith("RedisLimiter('unix:///run/redis.sock', ")
+    borrowed = RedisLimiter(aredis.Redis(unix_socket_path="/run/r.sock"), [Rate(1, 1.0)], name="u")
+    assert repr(borrowed).startswith("RedisLimiter('unix:///run/r.sock', ")
+
+
 def test_the_module_says_which_extra_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)
     monkeypatch.setitem(sys.modules, "redis.asyncio", None)
@@ -134,6 +153,8 @@ def test_keys_share_one_hash_tag_per_name_and_network() -> None:
         "asyncapi_client:{b:mainnet}:rate:600:60000000",
     ]
     assert all("{b:testnet}" in key for key in limiter.keys(Network.TESTNET))
+    limiter.keys(MAIN).clear()  # a copy: the limiter's own list is untouched
+    assert len(limiter.keys(MAIN)) == 4
     # a rate named twice is one quota, not two lists that both count every start
     twice = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(2, 1.0), Rate(2, 1.0)], name="b")
     assert len(twice.keys(MAIN)) == 3
@@ -350,7 +371,7 @@ async def test_a_hung_redis_is_bounded_by_the_callers_timeout(own_redis: RedisSe
     async with RedisLimiter(own_redis.url, [Rate(1000, 1.0)], name="hung") as limiter:
         await limiter.acquire("pool", MAIN)
         assert own_redis.process is not None
-        own_redis.process.send_signal(19)  # SIGSTOP: connected, but never answers
+        own_redis.process.send_signal(signal.SIGSTOP)  # connected, but never answers
         try:
             with pytest.raises(TimeoutError):
                 async with asyncio.timeout(0.3):
@@ -358,9 +379,26 @@ async def test_a_hung_redis_is_bounded_by_the_callers_timeout(own_redis: RedisSe
             assert not other_tasks()
             assert not limiter._redis.connection_pool._in_use_connections
         finally:
-            own_redis.process.send_signal(18)  # SIGCONT
+            own_redis.process.send_signal(signal.SIGCONT)
         async with asyncio.timeout(10):
             assert (await limiter.acquire("pool", MAIN)).wait >= 0.0
+
+
+async def test_a_hung_redis_is_cut_off_by_the_limiter_itself(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called without any timeout of the caller's, a question still ends (CALL_TIMEOUT)."""
+    monkeypatch.setattr("asyncapi_client.fleet.CALL_TIMEOUT", 0.3)
+    async with RedisLimiter(own_redis.url, [Rate(1000, 1.0)], name="cut") as limiter:
+        await limiter.acquire("pool", MAIN)
+        assert own_redis.process is not None
+        own_redis.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(LimiterError, match=r"did not answer within 0\.3s"):
+                await limiter.held(MAIN)
+        finally:
+            own_redis.process.send_signal(signal.SIGCONT)
+        assert not other_tasks()
 
 
 # --- cancellation in flight (the redis-py 8.1.0 report) --------------------------------------
@@ -433,3 +471,68 @@ async def test_a_cancel_is_never_lost_with_a_borrowed_client_that_has_socket_tim
         await limiter.aclose()
     finally:
         await borrowed.aclose()
+
+
+# --- through a Client -----------------------------------------------------------------------
+
+
+async def test_a_client_through_a_fleet_limiter_survives_a_redis_outage(
+    own_redis: RedisServer,
+) -> None:
+    """Redis down: the call fails with a LimiterError, retried like a connection failure,
+    within the timeout; Redis back: the same client and limiter work again. Closing the
+    client leaves the limiter open (several clients may share it)."""
+    retried: list[RetryEvent] = []
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(own_redis.url, [Rate(50, 1.0)], name="via-client") as limiter,
+    ):
+        async with Client(
+            base_url=server.base_url,
+            limiter=limiter,
+            timeout=2.0,
+            max_retries=2,
+            on_retry=retried.append,
+        ) as client:
+            assert await client.tokens()
+            own_redis.kill()
+            async with asyncio.timeout(30):  # never a hang
+                with pytest.raises(LimiterError) as info:
+                    await client.tokens()
+            assert info.value.limiter == repr(limiter)
+            assert [type(event.error) for event in retried] == [LimiterError, LimiterError]
+            assert len(server.requests) == 1  # nothing was sent without the limiter's word
+            own_redis.restart()
+            async with asyncio.timeout(30):
+                assert await client.tokens()
+            assert len(server.requests) == 2
+        # the client is closed, the limiter is not
+        assert (await limiter.acquire("pool", MAIN)).wait >= 0.0
+    assert not other_tasks()
+
+
+async def test_a_hung_redis_fails_the_attempt_within_its_timeout(own_redis: RedisServer) -> None:
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(own_redis.url, [Rate(50, 1.0)], name="hung-client") as limiter,
+        Client(base_url=server.base_url, limiter=limiter, timeout=0.5, max_retries=0) as client,
+    ):
+        assert await client.tokens()
+        assert own_redis.process is not None
+        own_redis.process.send_signal(signal.SIGSTOP)
+        try:
+            async with asyncio.timeout(30):
+                with pytest.raises(LimiterError, match=r"did not answer within 0\.5s"):
+                    await client.tokens()
+        finally:
+            own_redis.process.send_signal(signal.SIGCONT)
+        assert len(server.requests) == 1
+        async with asyncio.timeout(30):
+            assert await client.tokens()
+    assert not other_tasks()
+
+
+def test_the_fleet_module_exports_the_limiter_only() -> None:
+    import asyncapi_client.fleet
+
+    assert asyncapi_client.fleet.__all__ == ["RedisLimiter"]

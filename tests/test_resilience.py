@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 import aiohttp
 import pytest
 
-from asyncapi_client import Client, RateLimitError, RequestTimeoutError
+from asyncapi_client import Client, RateLimitError, RequestTimeoutError, ServerError
 from tests._faultserver import FaultServer, hang, pool_json, respond, settled, stray_tasks
 from tests._walkserver import ADDRESS, FaultSchedule, StaticBoard, WalkServer
 
@@ -262,11 +262,13 @@ async def test_deadline_bounds_an_operation_with_retries_pending() -> None:
         Client(base_url=server.base_url, deadline=1.0, max_retries=10) as client,
     ):
         started = time.perf_counter()
-        with pytest.raises(RequestTimeoutError, match="deadline"):
+        with pytest.raises(RequestTimeoutError, match="deadline") as caught:
             await client.pool("p1")
         elapsed = time.perf_counter() - started
     assert elapsed < 1.0 + 0.3, elapsed
     assert 1 <= server.count < 11
+    assert caught.value.attempts == server.count
+    assert isinstance(caught.value.__cause__, ServerError)  # the last attempt's error
 
 
 async def test_deadline_bounds_an_attempt_longer_than_it() -> None:

@@ -206,6 +206,7 @@ async def test_an_order_walk_under_faults_resumed_until_done_yields_every_order_
     ]
     assert {"DecodeError", "TransportError", "ServerError"} <= set(failures), failures
     assert sum(failures.values()) >= 10
+    await no_task_left()
 
 
 async def test_a_leaderboard_walk_under_faults_resumed_until_done_yields_every_entry_once(
@@ -229,3 +230,4 @@ async def test_a_leaderboard_walk_under_faults_resumed_until_done_yields_every_e
         pytest.fail(f"not done after 300 attempts: {failures}")
     assert [e.address for e in got] == [e["address"] for e in faulty.exchange.leaderboard]
     assert {"DecodeError", "TransportError", "ServerError"} <= set(failures), failures
+    await no_task_left()

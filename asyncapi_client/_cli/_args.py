@@ -241,6 +241,17 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
         group.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
 
 
+def _checkpoint_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help=(
+            "with --all: keep the walk's position in FILE after each item; run again with the "
+            "same FILE to continue after a crash (FILE is removed when the walk completes)"
+        ),
+    )
+
+
 def build_parser(
     stdout: IO[str], commands: dict[str, Callable[..., Any]]
 ) -> argparse.ArgumentParser:
@@ -288,6 +299,7 @@ def build_parser(
     )
     sub.add_argument("--cursor", metavar="C", help="the page at cursor C (from a page's cursor)")
     sub.add_argument("--all", action="store_true", help="follow the cursor to the last page")
+    _checkpoint_option(sub)
 
     sub = command("leaderboard", "one page of the leaderboard, or with --all every entry")
     sub.add_argument("--page", type=_type(_positive_int), metavar="N", help="page number (from 1)")
@@ -298,6 +310,7 @@ def build_parser(
         help="page size (with --all, of the walk)",
     )
     sub.add_argument("--all", action="store_true", help="every page, fetched concurrently")
+    _checkpoint_option(sub)
 
     command("demo", "run the client against the embedded fake exchange, offline")
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
 
 from asyncapi_client._client import Client
-from asyncapi_client._models import LeaderboardPage, OrdersPage
+from asyncapi_client._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
 from asyncapi_client._network import HostConfigError, Hosts, Network
+from asyncapi_client._retry import RetryEvent
+from asyncapi_client._walks import Walk
 
-from ._args import UsageError
+from ._args import PROG, UsageError
+from ._checkpoint import CheckpointFile
 from ._render import ENTRIES, MARKETS, ORDERS, POOL, TOKENS, USER, Kind, Progress, Renderer
 
 __all__ = ["Context", "client_for", "leaderboard", "markets", "orders", "pool", "tokens", "user"]
@@ -30,11 +34,15 @@ _OPTIONS: Mapping[Network, str] = {
 
 @attrs.define
 class Context:
-    """What a command works with: its arguments, the renderer, and the environment."""
+    """What a command works with: its arguments, the renderer, and the environment.
+
+    ``on_retry`` (when retries are shown) is handed to the Client: one line per retry.
+    """
 
     args: argparse.Namespace
     render: Renderer
     environ: Mapping[str, str]
+    on_retry: Callable[[RetryEvent], None] | None = None
 
 
 def client_for(ctx: Context, needs: Network | None = None) -> Client:
@@ -56,6 +64,7 @@ def client_for(ctx: Context, needs: Network | None = None) -> Client:
         timeout=args.timeout,
         deadline=args.deadline,
         max_retries=args.max_retries,
+        on_retry=ctx.on_retry,
     )
 
 
@@ -94,7 +103,17 @@ async def orders(ctx: Context) -> int:
     filters: dict[str, Any] = {"market": args.market, "status": args.status, "side": args.side}
     if args.all and args.cursor is not None:
         raise UsageError("orders: --cursor cannot be combined with --all")
+    _check_checkpoint_use(ctx, "orders")
     async with client_for(ctx) as client:
+        if args.checkpoint is not None:
+
+            def walk(resume: str | None) -> Walk[Order]:
+                return client.iter_orders(
+                    args.address, page_size=args.limit, resume=resume, **filters
+                )
+
+            await checkpointed(ctx, walk, ORDERS)
+            return EXIT_OK
         if args.all:
             pages = client.iter_order_pages(args.address, page_size=args.limit, **filters)
             await stream(ctx, pages, _orders_of, ORDERS)
@@ -108,7 +127,15 @@ async def leaderboard(ctx: Context) -> int:
     args = ctx.args
     if args.all and args.page is not None:
         raise UsageError("leaderboard: --page cannot be combined with --all")
+    _check_checkpoint_use(ctx, "leaderboard")
     async with client_for(ctx) as client:
+        if args.checkpoint is not None:
+
+            def walk(resume: str | None) -> Walk[LeaderboardEntry]:
+                return client.iter_leaderboard(page_size=args.limit, resume=resume)
+
+            await checkpointed(ctx, walk, ENTRIES)
+            return EXIT_OK
         if args.all:
             pages = client.iter_leaderboard_pages(page_size=args.limit)
             await stream(ctx, pages, _entries_of, ENTRIES)
@@ -116,6 +143,57 @@ async def leaderboard(ctx: Context) -> int:
         page = await client.leaderboard(page=args.page, limit=args.limit)
     ctx.render.page(ENTRIES, page, page.leaderboard)
     return EXIT_OK
+
+
+def _check_checkpoint_use(ctx: Context, command: str) -> None:
+    args = ctx.args
+    if args.checkpoint is None:
+        return
+    if not args.all:
+        raise UsageError(f"{command}: --checkpoint needs --all")
+    if ctx.render.name == "json":
+        raise UsageError(
+            f"{command}: --checkpoint needs --format jsonl, csv or table "
+            "(one JSON array cannot be continued by a second run)"
+        )
+
+
+async def checkpointed(ctx: Context, start: Callable[[str | None], Walk[Any]], kind: Kind) -> None:
+    """Walk item by item; after each item is written and flushed, save the checkpoint.
+
+    A saved checkpoint is resumed (and stderr says so); the file goes when the walk is done.
+    """
+    store = CheckpointFile(ctx.args.checkpoint)
+    saved = store.load()
+    store.check_writable()
+    try:
+        walk = start(saved)
+    except ValueError as exc:
+        if saved is None:
+            raise
+        raise UsageError(f"--checkpoint {store.path}: {exc}") from None
+    out = ctx.render.out
+    if saved is not None:
+        out.stderr.write(f"{PROG}: resuming the walk from the checkpoint in {store.path}\n")
+        out.stderr.flush()
+    progress = Progress(out, kind.noun)
+    writer = ctx.render.walk(kind, continued=saved is not None)
+    try:
+        async with contextlib.aclosing(walk):
+            async for item in walk:
+                progress.before_output()
+                writer.add([item])
+                out.flush()
+                store.save(walk.checkpoint.to_json())
+                progress.update(writer.count)
+    except BaseException:
+        progress.finish()
+        raise
+    progress.before_output()
+    writer.end()
+    out.flush()
+    store.remove()
+    progress.finish()
 
 
 def _orders_of(page: OrdersPage) -> Sequence[object]:

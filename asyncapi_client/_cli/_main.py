@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 import sys
@@ -13,6 +12,7 @@ from contextlib import contextmanager
 from typing import IO, Any, Final
 
 from asyncapi_client._errors import ApiError
+from asyncapi_client._retry import RetryEvent
 
 from . import _commands, _fake
 from ._args import PROG, ShowVersion, UsageError, build_parser
@@ -45,9 +45,14 @@ def _version() -> str:
     return f"{PROG} {__version__}"
 
 
+def _line(text: str) -> str:
+    """Text as one line a terminal shows as text: blanks collapsed, controls escaped."""
+    return visible(" ".join(text.split()))
+
+
 def _one_line(exc: BaseException) -> str:
-    """An error as one line a terminal shows as text: blanks collapsed, controls escaped."""
-    return visible(" ".join(str(exc).split())) or type(exc).__name__
+    """An error as one line (its class name when it has no message)."""
+    return _line(str(exc)) or type(exc).__name__
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -71,39 +76,21 @@ def _terminal_width(stdout: IO[str], environ: Mapping[str, str]) -> int | None:
     return columns if columns > 0 else None
 
 
-class _RetryLines(logging.Handler):
-    """The library's "retrying ..." log records as one visible line each on stderr."""
+def _retry_line(stream: IO[str], attempts: int) -> Callable[[RetryEvent], None]:
+    """``Client(on_retry=...)``: each retry as one visible line on ``stream``."""
 
-    def __init__(self, stream: IO[str]) -> None:
-        super().__init__(logging.INFO)
-        self._stream = stream
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno != logging.INFO or not record.getMessage().startswith("retrying"):
-            return
+    def say(event: RetryEvent) -> None:
+        text = (
+            f"retry {event.attempt} of {attempts - 1}: {event.operation} [{event.network.value}] "
+            f"{event.url} failed ({event.error.message}); next attempt in {event.wait:.2f} s"
+        )
         try:
-            self._stream.write(f"{PROG}: {_one_line(Exception(record.getMessage()))}\n")
-            self._stream.flush()
+            stream.write(f"{PROG}: {_line(text)}\n")
+            stream.flush()
         except (OSError, ValueError):  # pragma: no cover - stderr gone
             pass
 
-
-@contextmanager
-def _retry_lines(stream: IO[str], on: bool) -> Iterator[None]:
-    if not on:
-        yield
-        return
-    logger = logging.getLogger("asyncapi_client")
-    handler = _RetryLines(stream)
-    level = logger.level
-    logger.addHandler(handler)
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
+    return say
 
 
 @contextmanager
@@ -176,13 +163,17 @@ def main(
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_OK
 
-    fmt: str = args.format or ("table" if isatty(out_stream) else "json")
+    # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
+    piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
+    fmt: str = args.format or ("table" if isatty(out_stream) else piped)
     width = _terminal_width(out_stream, env)
     out = Output(out_stream, err_stream, width=width, wide=args.wide)
-    ctx = Context(args, renderer(fmt, out), env)
+    show_retries = args.verbose or isatty(err_stream)
+    on_retry = _retry_line(err_stream, args.max_retries + 1) if show_retries else None
+    ctx = Context(args, renderer(fmt, out), env, on_retry)
     run = args.run
     try:
-        with _interruptible(), _retry_lines(err_stream, args.verbose or isatty(err_stream)):
+        with _interruptible():
             try:
                 status: int = asyncio.run(run(ctx))
             except BaseExceptionGroup as group:

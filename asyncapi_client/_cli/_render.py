@@ -170,12 +170,13 @@ class Progress:
         self._shown = False
         self._text = ""
 
-    def update(self, items: int, pages: int) -> None:
+    def update(self, items: int, pages: int | None = None) -> None:
         if self._stream is None:
             return
         now = time.perf_counter()
         plural = "" if pages == 1 else "s"
-        self._text = f"  {items:,} {self._noun}, {pages:,} page{plural}, {now - self._start:.1f} s"
+        counted = "" if pages is None else f", {pages:,} page{plural}"
+        self._text = f"  {items:,} {self._noun}{counted}, {now - self._start:.1f} s"
         if self._drawn_at is None or now - self._drawn_at >= self.INTERVAL or not self._shown:
             self._stream.write(f"\r{self._text}\x1b[K")
             self._stream.flush()
@@ -219,6 +220,7 @@ class WalkWriter:
 class Renderer:
     """Shows results in one format. Subclasses implement the four ways a command has them."""
 
+    #: the --format value
     name: ClassVar[str]
 
     def __init__(self, out: Output) -> None:
@@ -236,8 +238,9 @@ class Renderer:
         """One page of a paged operation, ``items`` being its records."""
         raise NotImplementedError
 
-    def walk(self, kind: Kind) -> WalkWriter:
-        """A writer for a walk's records, batch after batch."""
+    def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
+        """A writer for a walk's records, batch after batch; ``continued``: the output goes on
+        from an earlier run of the same walk (a CSV header is not written again)."""
         raise NotImplementedError
 
 
@@ -261,7 +264,7 @@ class JsonRenderer(Renderer):
     def page(self, kind: Kind, page: OrdersPage | LeaderboardPage, items: Sequence[object]) -> None:
         self._value(page)
 
-    def walk(self, kind: Kind) -> WalkWriter:
+    def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
         started = False
         written = 0
 
@@ -304,7 +307,7 @@ class JsonlRenderer(Renderer):
     def page(self, kind: Kind, page: OrdersPage | LeaderboardPage, items: Sequence[object]) -> None:
         self._lines([page])  # one result, one line: an orders page keeps its cursor
 
-    def walk(self, kind: Kind) -> WalkWriter:
+    def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
         return WalkWriter(self._lines, lambda count: None)
 
 
@@ -368,8 +371,8 @@ class CsvRenderer(Renderer):
     def page(self, kind: Kind, page: OrdersPage | LeaderboardPage, items: Sequence[object]) -> None:
         self._rows(kind, items, header=True)
 
-    def walk(self, kind: Kind) -> WalkWriter:
-        started = False
+    def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
+        started = continued
 
         def write(batch: Sequence[object]) -> None:
             nonlocal started
@@ -416,7 +419,7 @@ class TableRenderer(Renderer):
             where = f"page {page.page:,} of {page.total_pages:,}"
             self.out.write_lines([f"{where} ({page.total:,} entries, {page.limit:,} a page)"])
 
-    def walk(self, kind: Kind) -> WalkWriter:
+    def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
         table = self.out.table(kind.columns)
 
         def write(batch: Sequence[object]) -> None:

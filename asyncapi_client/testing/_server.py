@@ -436,13 +436,25 @@ class FakeServer:
             return response
         finally:
             self._in_flight -= 1
-            self._requests[index] = attrs.evolve(
+            final = attrs.evolve(
                 record,
                 status=status,
                 fault=decision.kind,
                 answered_at=time.monotonic(),
                 reply=reply,
             )
+            self._replace(index, record, final)
+
+    def _replace(self, index: int, record: RecordedRequest, final: RecordedRequest) -> None:
+        """Put ``final`` where ``record`` is; not at all if the test has removed it meanwhile."""
+        requests = self._requests
+        if index < len(requests) and requests[index] is record:
+            requests[index] = final
+            return
+        for position, candidate in enumerate(requests):
+            if candidate is record:
+                requests[position] = final
+                return
 
     @staticmethod
     def _respond(step: ScriptStep, record: RecordedRequest) -> Reply:
