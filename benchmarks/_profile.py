@@ -39,6 +39,7 @@ _GROUPS = (
     ("asyncio/", "asyncio"),
     ("attrs", "attrs"),
     ("orjson", "orjson"),
+    ("msgspec", "msgspec (parse, convert)"),
     ("epoll", "epoll (waiting)"),
     ("_socket", "socket send/recv"),
 )
