@@ -67,6 +67,8 @@ _NetworkArg = Network | str | None
 def _dot_segment(value: str) -> bool:
     """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
     however many times (such a segment is resolved away: another resource answers)."""
+    if "." not in value and "%" not in value:
+        return False  # the hot path: hex addresses and plain ids
     for _ in range(8):
         if value in (".", ".."):
             return True

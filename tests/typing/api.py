@@ -6,6 +6,7 @@ makes ``mypy`` fail here.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from decimal import Decimal
@@ -65,7 +66,12 @@ async def operations(session: aiohttp.ClientSession) -> None:
         limiter=LocalLimiter([Rate(20, 1.0), Rate(600, 60.0)], weights={"orders": 2}),
         on_retry=retry_event,
         retry_after_cap=30.0,
+        telemetry=False,
+        proxy="http://127.0.0.1:3128",
+        ssl=ssl.create_default_context(),
+        trust_env=True,
     )
+    Client(ssl=False)
     async with client as same:
         entered: Client = same
         network: Network = entered.network
