@@ -13,12 +13,16 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
+
+if TYPE_CHECKING:
+    from tests._redis import RedisServer
 
 pytest_plugins = ("tests._redis",)
 
@@ -101,6 +105,29 @@ class Fleet:
                 proc.stdout.close()
 
 
+@contextmanager
+def prioritized(*pids: int) -> Iterator[None]:
+    """Run ``pids`` a little ahead of the rest of a loaded machine, where allowed (root).
+
+    The runs are timed at the server: this process serves the fake exchange, Redis answers
+    every admission, and on a shared machine either may wait tens of ms for a CPU, which
+    moves requests from one second into the next. The workers renice themselves.
+    """
+    before: dict[int, int] = {}
+    try:
+        for pid in pids:
+            niceness = os.getpriority(os.PRIO_PROCESS, pid)
+            try:
+                os.setpriority(os.PRIO_PROCESS, pid, niceness - 5)
+            except OSError:
+                continue  # not allowed here: run as we are
+            before[pid] = niceness
+        yield
+    finally:
+        for pid, niceness in before.items():
+            os.setpriority(os.PRIO_PROCESS, pid, niceness)
+
+
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[Fleet]:
     workers = Fleet()
@@ -128,15 +155,17 @@ def worker_of(record: RecordedRequest) -> str:
 
 
 async def test_four_processes_share_one_quota_and_one_429_hold(
-    fleet: Fleet, server: FakeServer, redis_url: str
+    fleet: Fleet, server: FakeServer, redis_server: RedisServer, redis_url: str
 ) -> None:
     """Two runs of the same four processes: the shared quota, then the shared 429 hold.
 
     (One test, so that the fleet starts once even when xdist splits the suite.)
     """
-    await check_quota(fleet, server, redis_url)
-    server.clear_scripts()
-    await check_hold(fleet, server, redis_url)
+    assert redis_server.process is not None
+    with prioritized(os.getpid(), redis_server.process.pid):
+        await check_quota(fleet, server, redis_url)
+        server.clear_scripts()
+        await check_hold(fleet, server, redis_url)
 
 
 async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
