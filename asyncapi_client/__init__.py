@@ -40,6 +40,7 @@ from ._network import Network
 from ._request import Response
 from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
+from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import Walk
 
 try:
@@ -48,6 +49,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
     __version__ = "0+unknown"
 
 __all__ = [
+    "USE_CLIENT_DEFAULT",
     "Admission",
     "ApiError",
     "BadRequestError",
@@ -62,9 +64,11 @@ __all__ = [
     "Market",
     "MarketType",
     "Network",
+    "NetworkName",
     "NotFoundError",
     "Order",
     "OrderStatus",
+    "OrderStatusName",
     "OrdersPage",
     "PaginationError",
     "Pool",
@@ -76,9 +80,11 @@ __all__ = [
     "RetryEvent",
     "ServerError",
     "Side",
+    "SideName",
     "StatusError",
     "Token",
     "TransportError",
+    "UseClientDefault",
     "UserProfile",
     "Walk",
     "__version__",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import inspect
 import math
 import re
@@ -34,6 +33,7 @@ from ._network import Hosts, Network, parse_network
 from ._request import Request, Response
 from ._retry import RetryEvent, RetryPolicy
 from ._transport import Transport, encode_segment, package_version
+from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
 
 if TYPE_CHECKING:
@@ -54,19 +54,17 @@ TEMPLATES: Final = {
 }
 
 
-class _Unset(enum.Enum):
-    UNSET = "unset"
-
-
-#: Tells "not given" from None (None is a real value for ``deadline``: no deadline).
-UNSET: Final = _Unset.UNSET
-_DeadlineArg = float | None | _Unset
+# What the private helpers take (the public signatures spell the types out, so that
+# help() and an IDE show public names only).
+_DeadlineArg = float | None | UseClientDefault
 _NetworkArg = Network | str | None
 
 
 def _dot_segment(value: str) -> bool:
     """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
     however many times (such a segment is resolved away: another resource answers)."""
+    if "." not in value and "%" not in value:
+        return False  # the hot path: hex addresses and plain ids
     for _ in range(8):
         if value in (".", ".."):
             return True
@@ -237,7 +235,7 @@ class Client:
 
     def __init__(
         self,
-        network: Network | str = Network.MAINNET,
+        network: Network | NetworkName = Network.MAINNET,
         *,
         base_url: str | None = None,
         testnet_base_url: str | None = None,
@@ -262,7 +260,8 @@ class Client:
         """Set up a client; nothing connects until the first call.
 
         Args:
-            network: the network every operation goes to unless it says otherwise.
+            network: the network every operation goes to unless it says otherwise: a
+                :class:`Network` or its name in any case.
             base_url: the main-network host (else ``ASYNCAPI_BASE_URL``).
             testnet_base_url: the test-network host (else ``ASYNCAPI_TESTNET_BASE_URL``).
             timeout: seconds for one attempt (connect, send, read the body), or an
@@ -271,7 +270,8 @@ class Client:
             max_connections: simultaneous connections of the client's own session.
             rate_limit: requests per second, shorthand for ``LocalLimiter([Rate(x, 1.0)])``
                 (a fraction x is ``Rate(1, 1 / x)``: one request every ``1 / x`` seconds).
-            deadline: seconds for a whole operation, retries and waits included.
+            deadline: seconds for a whole operation, retries and waits included (None: no
+                deadline); a call's own ``deadline=`` overrides it.
             max_response_bytes: a larger body is refused while it streams in.
             coalesce: identical GETs in flight at once share one request.
             headers: extra headers sent with every request.
@@ -383,7 +383,7 @@ class Client:
         return parse_network(network)
 
     def _deadline(self, deadline: _DeadlineArg) -> float | None:
-        if deadline is UNSET:
+        if deadline is USE_CLIENT_DEFAULT:
             return self._transport.deadline
         return _positive_number(deadline, "deadline", optional=True)
 
@@ -393,28 +393,72 @@ class Client:
         self,
         *,
         search: str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Sequence[Token]:
-        """The token directory, filtered by ``search`` when given (``GET /api/tokens``)."""
+        """The token directory (``GET /api/tokens``).
+
+        Args:
+            search: sent as the query parameter ``search`` when given.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         return await self._transport.get(self._tokens(search, network, deadline))
 
     async def token_markets(
-        self, token: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        token: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Sequence[Market]:
-        """A token's markets across venues; on the test-network host unless ``network`` says."""
+        """A token's markets across venues (``GET /api/aggregated/tokens/{token}/markets``).
+
+        Args:
+            token: the token's address.
+            network: the network to ask; by default the test network, where the spec
+                addresses this call (not the client's network).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         return await self._transport.get(self._token_markets(token, network, deadline))
 
     async def pool(
-        self, pool_id: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        pool_id: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Pool:
-        """One order-book pool (``GET /api/clob/pools/{poolId}``)."""
+        """One order-book pool (``GET /api/clob/pools/{poolId}``).
+
+        Args:
+            pool_id: the pool's id.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         return await self._transport.get(self._pool(pool_id, network, deadline))
 
     async def user(
-        self, address: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        address: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> UserProfile:
-        """A user's profile: balances, orders, positions (``GET /api/clob/users/{address}``)."""
+        """A user's profile: balances, orders, positions (``GET /api/clob/users/{address}``).
+
+        Args:
+            address: the user's address.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         return await self._transport.get(self._user(address, network, deadline))
 
     async def orders(
@@ -422,14 +466,28 @@ class Client:
         address: str,
         *,
         market: str | None = None,
-        status: OrderStatus | str | None = None,
-        side: Side | str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> OrdersPage:
-        """One page of a user's orders (``GET /api/clob/users/{address}/orders``)."""
+        """One page of a user's orders (``GET /api/clob/users/{address}/orders``).
+
+        Args:
+            address: the user's address.
+            market: only orders of this market.
+            status: only orders in this state: an :class:`OrderStatus` or its name in any
+                case (sent upper case).
+            side: only orders of this side: a :class:`Side` or its name in any case.
+            limit: at most this many orders on the page.
+            cursor: the ``cursor`` of the previous page, to fetch the page after it.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         request = self._orders(address, market, status, side, limit, cursor, network, deadline)
         return await self._transport.get(request)
 
@@ -438,10 +496,19 @@ class Client:
         *,
         page: int | None = None,
         limit: int | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> LeaderboardPage:
-        """One page of the referral leaderboard (``GET /api/dash/leaderboard``)."""
+        """One page of the referral leaderboard (``GET /api/dash/leaderboard``).
+
+        Args:
+            page: the page number, from 1.
+            limit: entries per page.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
         return await self._transport.get(self._leaderboard(page, limit, network, deadline))
 
     # --- one Request per call, built here and nowhere else ---------------------------------
@@ -538,12 +605,12 @@ class Client:
         address: str,
         *,
         market: str | None = None,
-        status: OrderStatus | str | None = None,
-        side: Side | str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
         page_size: int | None = None,
         resume: Checkpoint | str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Walk[OrdersPage]:
         """Each page of a user's orders, following ``cursor``, one page fetched ahead.
 
@@ -554,6 +621,15 @@ class Client:
         this one) and hands out what follows it, starting with the rest of its page. When
         the page at the checkpoint no longer has the recorded order where it was, the walk
         raises :class:`PaginationError` rather than skip or repeat orders.
+
+        Args:
+            address: the user's address.
+            market, status, side: filters, as for :meth:`orders`.
+            page_size: orders per page, sent as ``limit``.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
         """
         pager, start = self._order_pager(
             address, market, status, side, page_size, None, resume, network, deadline
@@ -565,19 +641,29 @@ class Client:
         address: str,
         *,
         market: str | None = None,
-        status: OrderStatus | str | None = None,
-        side: Side | str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
         page_size: int | None = None,
         max_items: int | None = None,
         resume: Checkpoint | str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Walk[Order]:
         """Every order of a user, page after page; stops after ``max_items`` when given.
 
         ``walk.checkpoint`` is the position after the last order handed out; ``resume=``
         continues from one (``max_items`` then counts the orders of the resumed walk), and
         raises :class:`PaginationError` when the recorded order is no longer where it was.
+
+        Args:
+            address: the user's address.
+            market, status, side: filters, as for :meth:`orders`.
+            page_size: orders per page, sent as ``limit``.
+            max_items: stop after this many orders.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
         """
         _optional_positive_int(max_items, "max_items")
         pager, start = self._order_pager(
@@ -591,14 +677,23 @@ class Client:
         page_size: int | None = None,
         concurrency: int = 4,
         resume: Checkpoint | str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Walk[LeaderboardPage]:
         """Each leaderboard page in order; pages after the first are fetched concurrently.
 
-        A page holds only the entries whose address the walk had not yielded before; see
-        :class:`asyncapi_client._walks.BoardPager` for how the walk ends on broken servers.
-        ``resume=`` works as for :meth:`iter_leaderboard`.
+        A page holds only the entries whose address the walk had not yielded before (a tie
+        split across two pages keeps both). The walk ends after the last page or the first
+        empty one; a page after the first that brings no new address raises
+        :class:`PaginationError` naming it. ``resume=`` works as for :meth:`iter_leaderboard`.
+
+        Args:
+            page_size: entries per page, sent as ``limit``.
+            concurrency: at most this many page requests in flight, and pages held ahead.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
         """
         pager, start = self._board_pager(page_size, concurrency, None, resume, network, deadline)
         return page_walk(pager, start)
@@ -610,14 +705,23 @@ class Client:
         max_items: int | None = None,
         concurrency: int = 4,
         resume: Checkpoint | str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Walk[LeaderboardEntry]:
         """Every leaderboard entry in rank order, each address once; at most ``max_items``.
 
         ``resume=`` continues after a checkpoint of a leaderboard walk with the same page
         size and network, and raises :class:`PaginationError` when the recorded address is
         no longer where it was on its page.
+
+        Args:
+            page_size: entries per page, sent as ``limit``.
+            max_items: stop after this many entries.
+            concurrency: at most this many page requests in flight, and pages held ahead.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
         """
         _optional_positive_int(max_items, "max_items")
         pager, start = self._board_pager(
@@ -735,29 +839,41 @@ class WithResponse:
         self,
         *,
         search: str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[Sequence[Token]]:
         """:meth:`Client.tokens` with the whole response."""
         client = self._client
         return await client._transport.send(client._tokens(search, network, deadline))
 
     async def token_markets(
-        self, token: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        token: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[Sequence[Market]]:
         """:meth:`Client.token_markets` with the whole response."""
         client = self._client
         return await client._transport.send(client._token_markets(token, network, deadline))
 
     async def pool(
-        self, pool_id: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        pool_id: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[Pool]:
         """:meth:`Client.pool` with the whole response."""
         client = self._client
         return await client._transport.send(client._pool(pool_id, network, deadline))
 
     async def user(
-        self, address: str, *, network: _NetworkArg = None, deadline: _DeadlineArg = UNSET
+        self,
+        address: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[UserProfile]:
         """:meth:`Client.user` with the whole response."""
         client = self._client
@@ -768,12 +884,12 @@ class WithResponse:
         address: str,
         *,
         market: str | None = None,
-        status: OrderStatus | str | None = None,
-        side: Side | str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[OrdersPage]:
         """:meth:`Client.orders` with the whole response."""
         client = self._client
@@ -785,8 +901,8 @@ class WithResponse:
         *,
         page: int | None = None,
         limit: int | None = None,
-        network: _NetworkArg = None,
-        deadline: _DeadlineArg = UNSET,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
     ) -> Response[LeaderboardPage]:
         """:meth:`Client.leaderboard` with the whole response."""
         client = self._client

@@ -179,6 +179,7 @@ class LocalLimiter:
         self.rates: tuple[Rate, ...] = check_rates(rates)
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
         self._networks: dict[Network, _NetworkState] = {}
+        self._holds_end = -math.inf  # when the last of the networks' holds ends
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -187,10 +188,9 @@ class LocalLimiter:
     @property
     def idle(self) -> bool:
         """True when no rate is set and no hold is in force: acquire() would say "go now"."""
-        if self.rates:
-            return False
-        now = time.monotonic()
-        return all(state.hold_until <= now for state in self._networks.values())
+        # One comparison (the hot path asks before every first attempt): the latest end of
+        # any network's hold, kept by hold().
+        return not self.rates and self._holds_end <= time.monotonic()
 
     def _state(self, network: Network) -> _NetworkState:
         state = self._networks.get(network)
@@ -233,3 +233,5 @@ class LocalLimiter:
             state = self._state(network)
             if until > state.hold_until:
                 state.hold_until = until
+            if until > self._holds_end:
+                self._holds_end = until

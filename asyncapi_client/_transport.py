@@ -36,6 +36,7 @@ import asyncio
 import enum
 import logging
 import random
+import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -91,9 +92,13 @@ def user_agent() -> str:
     return f"asyncapi-client/{package_version()} aiohttp/{aiohttp.__version__} python/{py}"
 
 
+#: Ids made only of unreserved characters (RFC 3986) go on the wire as they are.
+_UNRESERVED: Final = re.compile(r"[A-Za-z0-9._~-]+").fullmatch
+
+
 def encode_segment(value: str) -> str:
     """Percent-encode ``value`` as exactly one path segment (``/ ? # %`` and dot segments too)."""
-    if value.isascii() and value.isalnum():
+    if _UNRESERVED(value) and value not in (".", ".."):
         return value  # addresses and most ids: nothing to encode
     encoded = quote(value, safe="")
     if encoded in (".", ".."):
@@ -134,6 +139,20 @@ def _redirect(current: URL, location: str) -> URL | str:
     if current.scheme == "https" and target.scheme == "http":
         return "it would leave TLS"
     return "another origin"
+
+
+_NO_URL: Final = URL()
+
+
+class _NoCookies(aiohttp.CookieJar):
+    """A jar that never stores a cookie (the client's own session keeps none), and so keeps
+    aiohttp's fast path of an empty jar (``DummyCookieJar`` builds a new one per request)."""
+
+    def update_cookies(self, cookies: Any, response_url: URL = _NO_URL) -> None:
+        return None
+
+    def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
+        return None
 
 
 class _State(enum.Enum):
@@ -298,7 +317,7 @@ class Transport:
                 trust_env=self._trust_env,
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
-                cookie_jar=aiohttp.DummyCookieJar(),
+                cookie_jar=_NoCookies(),
             )
             # One attempt, one request: no resend after a dropped connection (aiohttp's
             # own test client turns it off the same way; tests count requests to prove it).
@@ -335,7 +354,8 @@ class Transport:
         if base is None:
             base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
         url = f"{base}{path}?{query}" if query else base + path
-        return Request(operation, network, url, template, decode, deadline)
+        # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
+        return tuple.__new__(Request, (operation, network, url, template, decode, deadline))
 
     async def get(self, request: Request[T]) -> T:
         """Run ``request`` and return its decoded value."""

@@ -419,9 +419,11 @@ class BoardPager(_Pager):
 class Walk(Generic[T]):
     """An async iterator over a stream's items (or pages) that knows where it stands.
 
-    Use it with ``async for``, ``anext()``, ``aclose()`` and ``contextlib.aclosing``.
+    The four stream methods of :class:`Client` make them. Use one with ``async for``,
+    ``anext()``, ``aclose()`` and ``contextlib.aclosing``; one task at a time steps it.
     :attr:`checkpoint` is the position just after the last item handed out; pass it (or its
-    JSON text) as ``resume=`` to continue there, in this process or another one.
+    JSON text) as ``resume=`` to continue there, in this process or another one. After the
+    end, an error or ``aclose()``, the walk hands out nothing more, and its checkpoint stays.
     """
 
     __slots__ = ("_busy", "_chunk", "_closed", "_pager", "_start")

@@ -703,7 +703,7 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for concurrency in (1, 64):
         cpu: dict[str, list[float]] = {c: [] for c in contenders}
-        for r in range(cfg.overhead_rounds):
+        for r in range(cfg.overhead_rounds if cfg.quick else max(cfg.overhead_rounds, 7)):
             for contender, factory in contenders.items():
                 result = _overhead_once(
                     factory, server, "pool", cfg.pool_requests, concurrency, cfg.warmup

@@ -206,3 +206,20 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     assert list(dict.fromkeys(everything)) == expected  # nothing lost, in order
     assert len(everything) - len(expected) <= kills  # at most one order twice per kill
     assert not checkpoint.exists()
+
+
+@pytest.mark.parametrize("case", ["no-such-dir", "a-directory", "too-big"])
+def test_a_checkpoint_that_cannot_be_read_or_written_is_refused_before_the_walk(
+    server: FakeServer, tmp_path: Path, case: str
+) -> None:
+    if case == "no-such-dir":
+        checkpoint, says = tmp_path / "missing" / "c", "cannot write it"
+    elif case == "a-directory":
+        checkpoint, says = tmp_path, "cannot read it"
+    else:
+        checkpoint, says = tmp_path / "c", "not a checkpoint (over 1 MiB)"
+        checkpoint.write_bytes(b" " * (2 << 20))
+    args = ("--format", "jsonl", "leaderboard", "--all", "--checkpoint", str(checkpoint))
+    line = cli(*args, env=hosts(server.base_url)).one_line_error(2)
+    assert line.startswith(f"asyncapi-client: error: --checkpoint {checkpoint}: {says}"), line
+    assert server.requests == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import typing
 
 import asyncapi_client
 
@@ -50,13 +51,41 @@ CONTRACT_CLASSES = {
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}
 
+# Argument types: the strings status=, side= and network= take (for annotating a user's own
+# variables), and deadline='s "not given" sentinel with its type.
+TYPE_ALIASES = {"OrderStatusName", "SideName", "NetworkName"}
+SENTINELS = {"USE_CLIENT_DEFAULT"}
+SENTINEL_TYPES = {"UseClientDefault"}
+
 
 def test_all_is_exactly_the_contract() -> None:
-    assert set(asyncapi_client.__all__) == CONTRACT_CLASSES | CONTRACT_FUNCTIONS | {"__version__"}
+    assert set(asyncapi_client.__all__) == (
+        CONTRACT_CLASSES
+        | CONTRACT_FUNCTIONS
+        | TYPE_ALIASES
+        | SENTINELS
+        | SENTINEL_TYPES
+        | {"__version__"}
+    )
 
 
 def test_all_is_sorted_without_duplicates() -> None:
-    assert asyncapi_client.__all__ == sorted(set(asyncapi_client.__all__))
+    # ruff's RUF022 order (isort style): CONSTANTS, then Classes, then the rest; each sorted.
+    def group(name: str) -> tuple[int, str]:
+        return (0 if name.isupper() else 1 if name[:1].isupper() else 2, name)
+
+    assert asyncapi_client.__all__ == sorted(set(asyncapi_client.__all__), key=group)
+
+
+def test_argument_types_are_public_and_name_only_public_types() -> None:
+    for name in TYPE_ALIASES:
+        alias = getattr(asyncapi_client, name)
+        assert typing.get_origin(alias) is typing.Literal, name
+        assert all(isinstance(arg, str) for arg in typing.get_args(alias)), name
+    sentinel_type = asyncapi_client.UseClientDefault
+    assert sentinel_type.__module__.startswith("asyncapi_client")
+    assert sentinel_type.__doc__
+    assert isinstance(asyncapi_client.USE_CLIENT_DEFAULT, sentinel_type)
 
 
 def test_every_name_resolves() -> None:

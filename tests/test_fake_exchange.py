@@ -18,20 +18,28 @@ from asyncapi_client import (
     Client,
     Network,
     NotFoundError,
+    OrderStatusName,
+    SideName,
     TransportError,
 )
 from asyncapi_client._decode import to_wire
 from asyncapi_client.testing import FakeExchange, FakeServer, WireDict
 
-STATUSES = ("OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED", "EXPIRED")
+STATUSES: tuple[OrderStatusName, ...] = (
+    "OPEN",
+    "FILLED",
+    "PARTIALLY_FILLED",
+    "CANCELLED",
+    "EXPIRED",
+)
 HEX_ADDRESS = re.compile(r"0x[0-9a-f]{40}").fullmatch
 DECIMAL_TEXT = re.compile(r"[0-9]+(\.[0-9]+)?").fullmatch
 
 
 class OrderFilters(TypedDict, total=False):
     market: str
-    status: str
-    side: str
+    status: OrderStatusName
+    side: SideName
 
 
 def client_for(server: FakeServer, **options: Any) -> Client:

@@ -5,6 +5,7 @@ Also: nullable and unknown fields, and that every model is frozen and slotted.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -38,6 +39,7 @@ from asyncapi_client._decode import (
     decoder,
     to_wire,
 )
+from asyncapi_client._models import FrozenDict
 from tests import strategies as wire
 from tests._contract_server import (
     DEEP_DECIMAL,
@@ -399,3 +401,38 @@ def test_records_built_by_hand_are_bounded_in_depth() -> None:
         value = {"x": value}
     with pytest.raises(ValueError, match="deeper than 32"):
         UserProfile("0xu", [], (), [value])
+
+
+def test_frozen_dict_is_a_read_only_mapping() -> None:
+    record = FrozenDict({"a": [1, {"b": 2}], "c": None})
+    assert len(record) == 2
+    assert "a" in record
+    assert "z" not in record
+    assert list(record) == ["a", "c"]
+    assert record["a"] == (1, {"b": 2})
+    assert isinstance(record["a"][1], FrozenDict)
+    assert record == {"a": (1, {"b": 2}), "c": None}
+    assert record != [("a", 1)]
+    assert record.__eq__(5) is NotImplemented
+    assert FrozenDict([("x", 1)]) == FrozenDict({"x": 1})
+    with pytest.raises(AttributeError):
+        del record._data
+    assert pickle.loads(pickle.dumps(record)) == record
+    assert hash(pickle.loads(pickle.dumps(record))) == hash(record)
+    with pytest.raises(ValueError, match="deeper than 32"):
+        FrozenDict({"a": nested_list(40)})
+
+
+def nested_list(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_the_general_path_reads_ints_as_floats_like_the_accelerated_one() -> None:
+    body = orjson.dumps(dict(pool_wire("p", "mainnet"), price=3, tvl=-7))
+    general = POOL.general(body)
+    assert (general.price, general.tvl) == (3.0, -7.0)
+    assert type(general.price) is float
+    assert repr(POOL(body)) == repr(general)

@@ -39,7 +39,8 @@ def test_network_is_a_str_enum_of_two() -> None:
     ],
 )
 def test_network_names_are_case_insensitive(name: str, network: Network) -> None:
-    client = Client(name, base_url="http://h", testnet_base_url="http://t")
+    # Typed as the upper or lower-case names; any case is accepted at run time.
+    client = Client(name, base_url="http://h", testnet_base_url="http://t")  # type: ignore[arg-type]
     assert client.network is network
 
 
@@ -50,7 +51,7 @@ def test_default_network_is_mainnet() -> None:
 @pytest.mark.parametrize("name", ["devnet", "main", "", "mainnet2", "test net"])
 def test_unknown_network_name_is_a_value_error_at_construction(name: str) -> None:
     with pytest.raises(ValueError, match="network"):
-        Client(name, base_url="http://h", testnet_base_url="http://t")
+        Client(name, base_url="http://h", testnet_base_url="http://t")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", [5, None, b"mainnet", 1.0])

@@ -19,7 +19,7 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 import asyncapi_client
-from asyncapi_client import Client, Network, OrderStatus, Side
+from asyncapi_client import Client, Network, NetworkName, OrderStatus, Side
 from tests._contract_server import ContractServer, canned, route
 
 MAIN = "https://main.example"
@@ -78,7 +78,8 @@ def sent(mock: aioresponses) -> list[tuple[str, URL, dict[str, Any]]]:
 Call = Callable[[Client], Awaitable[object]]
 
 # (id, client network, call, expected base, expected decoded path, expected decoded query)
-CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
+# Mixed-case names are refused by the type checker but accepted at run time (the contract).
+CASES: list[tuple[str, NetworkName, Call, str, str, dict[str, str]]] = [
     ("tokens", "mainnet", lambda c: c.tokens(), MAIN, "/api/tokens", {}),
     ("tokens-search-none", "mainnet", lambda c: c.tokens(search=None), MAIN, "/api/tokens", {}),
     (
@@ -196,7 +197,7 @@ CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
     (
         "orders-status-only",
         "mainnet",
-        lambda c: c.orders("0xu", status="Open"),
+        lambda c: c.orders("0xu", status="Open"),  # type: ignore[arg-type]
         MAIN,
         "/api/clob/users/0xu/orders",
         {"status": "OPEN"},
@@ -204,7 +205,7 @@ CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
     (
         "orders-side-only",
         "mainnet",
-        lambda c: c.orders("0xu", side="sElL"),
+        lambda c: c.orders("0xu", side="sElL"),  # type: ignore[arg-type]
         MAIN,
         "/api/clob/users/0xu/orders",
         {"side": "SELL"},
@@ -279,7 +280,7 @@ CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
     (
         "call-testnet-mixed",
         "mainnet",
-        lambda c: c.tokens(network="TestNet"),
+        lambda c: c.tokens(network="TestNet"),  # type: ignore[arg-type]
         TEST,
         "/api/tokens",
         {},
@@ -295,7 +296,7 @@ CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
     (
         "call-mainnet-on-testnet-client",
         "testnet",
-        lambda c: c.orders("u", network="Mainnet"),
+        lambda c: c.orders("u", network="Mainnet"),  # type: ignore[arg-type]
         MAIN,
         "/api/clob/users/u/orders",
         {},
@@ -318,7 +319,7 @@ CASES: list[tuple[str, str, Call, str, str, dict[str, str]]] = [
 )
 async def test_request_shape(
     mocked: aioresponses,
-    network: str,
+    network: NetworkName,
     call: Call,
     base: str,
     path: str,

@@ -431,8 +431,8 @@ async def test_leaderboard_error_on_page_3_of_5_surfaces_after_pages_1_and_2() -
 BAD_STREAMS: dict[str, Stream] = {
     "empty address": lambda c: c.iter_orders(""),
     "empty address (pages)": lambda c: c.iter_order_pages(""),
-    "unknown status": lambda c: c.iter_orders(ADDRESS, status="LOST"),
-    "unknown side": lambda c: c.iter_order_pages(ADDRESS, side="long"),
+    "unknown status": lambda c: c.iter_orders(ADDRESS, status="LOST"),  # type: ignore[arg-type]
+    "unknown side": lambda c: c.iter_order_pages(ADDRESS, side="long"),  # type: ignore[arg-type]
     "zero page_size": lambda c: c.iter_orders(ADDRESS, page_size=0),
     "negative page_size": lambda c: c.iter_order_pages(ADDRESS, page_size=-1),
     "bool page_size": lambda c: c.iter_orders(ADDRESS, page_size=True),

@@ -45,9 +45,14 @@ def _version() -> str:
     return f"{PROG} {__version__}"
 
 
+def _line(text: str) -> str:
+    """Text as one line a terminal shows as text: blanks collapsed, controls escaped."""
+    return visible(" ".join(text.split()))
+
+
 def _one_line(exc: BaseException) -> str:
-    """An error as one line a terminal shows as text: blanks collapsed, controls escaped."""
-    return visible(" ".join(str(exc).split())) or type(exc).__name__
+    """An error as one line (its class name when it has no message)."""
+    return _line(str(exc)) or type(exc).__name__
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
@@ -80,7 +85,7 @@ def _retry_line(stream: IO[str], attempts: int) -> Callable[[RetryEvent], None]:
             f"{event.url} failed ({event.error.message}); next attempt in {event.wait:.2f} s"
         )
         try:
-            stream.write(f"{PROG}: {_one_line(Exception(text))}\n")
+            stream.write(f"{PROG}: {_line(text)}\n")
             stream.flush()
         except (OSError, ValueError):  # pragma: no cover - stderr gone
             pass

@@ -6,6 +6,7 @@ makes ``mypy`` fail here.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from decimal import Decimal
@@ -14,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from asyncapi_client import (
+    USE_CLIENT_DEFAULT,
     ApiError,
     Checkpoint,
     Client,
@@ -25,9 +27,11 @@ from asyncapi_client import (
     Market,
     MarketType,
     Network,
+    NetworkName,
     Order,
     OrdersPage,
     OrderStatus,
+    OrderStatusName,
     Pool,
     Rate,
     RateLimitError,
@@ -35,8 +39,10 @@ from asyncapi_client import (
     ResponseTooLargeError,
     RetryEvent,
     Side,
+    SideName,
     StatusError,
     Token,
+    UseClientDefault,
     UserProfile,
     Walk,
     __version__,
@@ -65,7 +71,12 @@ async def operations(session: aiohttp.ClientSession) -> None:
         limiter=LocalLimiter([Rate(20, 1.0), Rate(600, 60.0)], weights={"orders": 2}),
         on_retry=retry_event,
         retry_after_cap=30.0,
+        telemetry=False,
+        proxy="http://127.0.0.1:3128",
+        ssl=ssl.create_default_context(),
+        trust_env=True,
     )
+    Client(ssl=False)
     async with client as same:
         entered: Client = same
         network: Network = entered.network
@@ -108,6 +119,7 @@ async def operations(session: aiohttp.ClientSession) -> None:
         await client.iter_leaderboard().aclose()
 
         await responses(client)
+        await argument_types(client)
 
         # Walks: a checkpoint, its JSON, and resume= with either.
         walk: Walk[Order] = client.iter_orders("0xu", page_size=50)
@@ -144,6 +156,88 @@ async def responses(client: Client) -> None:
     board: Response[LeaderboardPage] = await client.with_response.leaderboard(page=2)
     del value, status, headers, content, url, network, attempts, elapsed
     del tokens, markets, user, page, board
+
+
+async def argument_types(client: Client) -> None:
+    """status, side and network take an enum member or its upper/lower-case name; a typo, or
+    a plain ``str``, fails the type check (each ``type: ignore`` below is needed: mypy runs
+    with warn_unused_ignores, so a line that stopped failing would fail this file)."""
+    Client("MAINNET")
+    Client(network="testnet")
+    Client(Network.MAINNET)
+    await client.orders("0xu", status="OPEN", side="BUY", network="TESTNET")
+    await client.orders("0xu", status="partially_filled", side="sell", network="mainnet")
+    await client.orders("0xu", status="FILLED", side="SELL", network="MAINNET")
+    await client.orders("0xu", status="cancelled", side="buy", network="testnet")
+    await client.orders("0xu", status="expired")
+    await client.orders("0xu", status=OrderStatus.PARTIALLY_FILLED, side=Side.BUY)
+    await client.pool("p", network=Network.TESTNET)
+    status: OrderStatusName = "open"
+    side: SideName = "SELL"
+    network: NetworkName = "testnet"
+    Client(network)
+    await client.orders("0xu", status=status, side=side, network=network)
+    await client.with_response.orders("0xu", status=status, side=side, network=network)
+    client.iter_orders("0xu", status=status, side=side, network=network)
+    client.iter_order_pages("0xu", status=OrderStatus.OPEN, side=Side.SELL)
+    client.iter_leaderboard(network=network)
+    client.iter_leaderboard_pages(network=Network.MAINNET)
+
+    # Typos: operations, with_response, streams and the constructor.
+    await client.orders("0xu", status="fillled")  # type: ignore[arg-type]
+    await client.orders("0xu", side="buyy")  # type: ignore[arg-type]
+    await client.orders("0xu", network="mainet")  # type: ignore[arg-type]
+    await client.pool("p", network="mainet")  # type: ignore[arg-type]
+    await client.tokens(network="tesnet")  # type: ignore[arg-type]
+    await client.token_markets("t", network="main")  # type: ignore[arg-type]
+    await client.user("0xu", network="Mainnet")  # type: ignore[arg-type]
+    await client.leaderboard(network="devnet")  # type: ignore[arg-type]
+    await client.with_response.orders("0xu", status="fillled")  # type: ignore[arg-type]
+    await client.with_response.orders("0xu", side="long")  # type: ignore[arg-type]
+    await client.with_response.pool("p", network="mainet")  # type: ignore[arg-type]
+    await client.with_response.tokens(network="mainet")  # type: ignore[arg-type]
+    await client.with_response.token_markets("t", network="mainet")  # type: ignore[arg-type]
+    await client.with_response.user("0xu", network="mainet")  # type: ignore[arg-type]
+    await client.with_response.leaderboard(network="mainet")  # type: ignore[arg-type]
+    client.iter_orders("0xu", status="fillled")  # type: ignore[arg-type]
+    client.iter_orders("0xu", side="buyy")  # type: ignore[arg-type]
+    client.iter_orders("0xu", network="mainet")  # type: ignore[arg-type]
+    client.iter_order_pages("0xu", status="opened")  # type: ignore[arg-type]
+    client.iter_order_pages("0xu", side="Buy_")  # type: ignore[arg-type]
+    client.iter_order_pages("0xu", network="mainet")  # type: ignore[arg-type]
+    client.iter_leaderboard(network="mainet")  # type: ignore[arg-type]
+    client.iter_leaderboard_pages(network="mainet")  # type: ignore[arg-type]
+    Client("mainet")  # type: ignore[arg-type]
+    Client(network="tesnet")  # type: ignore[arg-type]
+    wrong_status: OrderStatusName = "fillled"  # type: ignore[assignment]
+    wrong_side: SideName = "hold"  # type: ignore[assignment]
+    wrong_network: NetworkName = "mainet"  # type: ignore[assignment]
+    # An enum member of the wrong kind is refused too.
+    await client.orders("0xu", status=Side.BUY)  # type: ignore[arg-type]
+    await client.orders("0xu", side=OrderStatus.OPEN)  # type: ignore[arg-type]
+    # A str of unknown content must be parsed first (ValueError on a bad one).
+    text: str = "open"
+    await client.orders("0xu", status=text)  # type: ignore[arg-type]
+    await client.orders("0xu", status=OrderStatus.parse_argument(text, "status"))
+    del wrong_status, wrong_side, wrong_network
+
+    # deadline: not given, the public sentinel, None or seconds; nothing else.
+    await client.pool("p", deadline=USE_CLIENT_DEFAULT)
+    await client.pool("p", deadline=None)
+    await client.pool("p", deadline=2)
+    await client.with_response.pool("p", deadline=2.5)
+    client.iter_leaderboard(deadline=USE_CLIENT_DEFAULT)
+    await client.pool("p", deadline="2")  # type: ignore[arg-type]
+    Client(deadline=USE_CLIENT_DEFAULT)  # type: ignore[arg-type]
+    await forward(client, "p")
+    await forward(client, "p", None)
+
+
+async def forward(
+    client: Client, pool_id: str, deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT
+) -> Pool:
+    """A user's wrapper passes "not given" through with the public sentinel's type."""
+    return await client.pool(pool_id, deadline=deadline)
 
 
 def retry_event(event: RetryEvent) -> None:
