@@ -517,6 +517,16 @@ def _decimal_check(decimals: list[str]) -> Callable[[Any], Any]:
         for sequence, paths in nested.items()
     ]
 
+    if top_getter is not None and not sequences:  # one model, no lists (a pool, a user)
+
+        def check_top(mirror: Any) -> Any:
+            found: Any = top_getter(mirror)
+            if _PLAIN_DIGITS(found if len(top) == 1 else "".join(found)) is None:
+                raise _Refused
+            return mirror
+
+        return check_top
+
     def check(mirror: Any) -> Any:
         texts: list[Any] = []
         if top_getter is not None:

@@ -285,6 +285,13 @@ class Transport:
         self._middlewares = (
             None if session is None else (*getattr(session, "_middlewares", ()), _no_resend)
         )
+        # The keywords of every GET. Our own session already has our headers and timeout
+        # and no middlewares: passing them again per request only costs time.
+        self._options: dict[str, Any] = {"allow_redirects": False}
+        if session is not None:
+            self._options.update(
+                headers=self._request_headers, timeout=self._timeout, middlewares=self._middlewares
+            )
         self._session = session
         self._owns_session = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -605,27 +612,28 @@ class Transport:
             )
         slots = self._slots
         if slots is not None:
-            await slots.acquire()
+            # Semaphore.acquire() without its coroutine when a slot is free and nobody
+            # queues (what acquire() itself checks first): the common case costs no await.
+            if slots._value > 0 and not slots._waiters:
+                slots._value -= 1
+            else:
+                await slots.acquire()
         target = URL(url, encoded=True)
         hops = 0
         try:
             while True:
-                response = await session.get(
-                    target,
-                    headers=self._request_headers,
-                    timeout=self._timeout,
-                    allow_redirects=False,
-                    middlewares=self._middlewares,
-                    trace_request_ctx=(
-                        {
+                if self._tracing:
+                    response = await session.get(
+                        target,
+                        **self._options,
+                        trace_request_ctx={
                             "operation": request.operation,
                             "network": network.value,
                             "attempt": call.attempts,
-                        }
-                        if self._tracing
-                        else None
-                    ),
-                )
+                        },
+                    )
+                else:  # our own session, no trace config: only what differs from its defaults
+                    response = await session.get(target, **self._options)
                 status = response.status
                 if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
                     break
