@@ -17,7 +17,7 @@ from asyncapi_client._retry import RetryEvent
 from . import _commands, _fake
 from ._args import PROG, ShowVersion, UsageError, build_parser
 from ._commands import Context
-from ._render import Output, isatty, renderer
+from ._render import Output, OutputWriteError, isatty, renderer, writing
 from ._text import OutputError, visible
 
 __all__ = ["main"]
@@ -152,16 +152,38 @@ def main(
         err_stream.flush()
         return status
 
+    def cannot_write(exc: OutputWriteError) -> int:
+        _silence(out_stream)  # what is still buffered goes nowhere, not to a failing flush
+        return fail(f"cannot write the output: {_one_line(exc)}", EXIT_API_ERROR)
+
+    def done(status: int) -> int:
+        """``status``, once everything written is flushed (or failed to be, in one line)."""
+        try:
+            with writing():
+                out_stream.flush()
+        except BrokenPipeError:
+            _silence(out_stream)
+        except OutputWriteError as exc:
+            return cannot_write(exc)
+        return status
+
     parser = build_parser(out_stream, dict(_COMMANDS))
     try:
-        args = parser.parse_args(arguments)
+        with writing():
+            args = parser.parse_args(arguments)
     except ShowVersion:
-        out_stream.write(_version() + "\n")
-        return EXIT_OK
+        try:
+            with writing():
+                out_stream.write(_version() + "\n")
+        except OutputWriteError as exc:
+            return cannot_write(exc)
+        return done(EXIT_OK)
     except UsageError as exc:
         return fail(_one_line(exc), EXIT_USAGE, exc.usage)
     except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+        return done(exc.code if isinstance(exc.code, int) else EXIT_OK)
+    except OutputWriteError as exc:  # --help to a full disk
+        return cannot_write(exc)
 
     # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
     piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
@@ -186,6 +208,8 @@ def main(
         return fail(_one_line(exc), EXIT_USAGE)
     except OutputError as exc:
         return fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
+    except OutputWriteError as exc:
+        return cannot_write(exc)
     except RecursionError:
         return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
     except KeyboardInterrupt:
@@ -197,4 +221,6 @@ def main(
         out.flush()
     except BrokenPipeError:
         _silence(out_stream)
+    except OutputWriteError as exc:
+        return cannot_write(exc)
     return status

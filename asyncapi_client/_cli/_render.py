@@ -11,7 +11,8 @@ import functools
 import io
 import time
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, Any, ClassVar, Final
 
 import attrs
@@ -30,7 +31,7 @@ from asyncapi_client._models import (
 from ._table import Cells, Column, Table, generic_columns, number
 from ._text import dumps, plain, tty_safe_json, visible
 
-__all__ = ["FORMATS", "Kind", "Output", "Renderer", "WalkWriter", "renderer"]
+__all__ = ["FORMATS", "Kind", "Output", "OutputWriteError", "Renderer", "WalkWriter", "renderer"]
 
 FORMATS: Final = ("json", "jsonl", "table", "csv")
 
@@ -119,6 +120,24 @@ def _encodable(text: str, encoding: str, fallback: str) -> str:
     return text
 
 
+class OutputWriteError(Exception):
+    """stdout could not be written (a full disk, an I/O error): one line on stderr, exit 1.
+
+    A reader that went away (:class:`BrokenPipeError`) is not one: that ends quietly.
+    """
+
+
+@contextmanager
+def writing() -> Iterator[None]:
+    """Turns an :class:`OSError` writing stdout into :class:`OutputWriteError`."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError(exc.strerror or str(exc) or type(exc).__name__) from exc
+
+
 class Output:
     """stdout as the renderers use it: bytes or lines, flushed after each batch."""
 
@@ -133,22 +152,25 @@ class Output:
         self.rule = _encodable("─", self.encoding, "-")
 
     def write_bytes(self, data: bytes) -> None:
-        if self._binary is not None:
-            self._binary.write(data)
-        else:
-            self.text.write(data.decode())
+        with writing():
+            if self._binary is not None:
+                self._binary.write(data)
+            else:
+                self.text.write(data.decode())
 
     def write_lines(self, lines: Iterable[str]) -> None:
         text = "".join(line + "\n" for line in lines)
-        if self._binary is not None:
-            self._binary.write(text.encode(self.encoding, errors="replace"))
-        else:
-            self.text.write(text)
+        with writing():
+            if self._binary is not None:
+                self._binary.write(text.encode(self.encoding, errors="replace"))
+            else:
+                self.text.write(text)
 
     def flush(self) -> None:
-        if self._binary is not None:
-            self._binary.flush()
-        self.text.flush()
+        with writing():
+            if self._binary is not None:
+                self._binary.flush()
+            self.text.flush()
 
     def table(self, columns: Sequence[Column]) -> Table:
         return Table(columns, self.cells, self.rule, self.width)
