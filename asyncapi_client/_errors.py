@@ -161,6 +161,8 @@ class DecodeError(ApiError):
 
     ``path`` names the offending field in the body as sent, for example ``orders[3].price``;
     it is ``""`` when the top level itself is wrong and ``None`` when the body is not JSON.
+    A key of a free-form record longer than 64 characters is spelt as its head and length
+    (``kkkk…(100,001 chars)``), and a path is at most 1,000 characters (head and tail kept).
     """
 
     def __init__(

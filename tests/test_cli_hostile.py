@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from asyncapi_client._cli._main import MAX_ERROR_LINE
 from asyncapi_client._cli._table import MAX_TEXT_CELL, MAX_WIDE_TEXT_CELL
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
 from tests._cli import Run, Terminal, cli
@@ -285,6 +286,36 @@ def test_an_error_body_reaches_stderr_as_one_visible_line(
     for char in RAW_CONTROLS:
         assert char not in line, char
     assert "pwned" in line
+
+
+def test_a_decode_error_through_hostile_keys_is_one_short_line() -> None:
+    """40 nested 100 KB keys in a balance: the error's path, and so the line, is bounded."""
+    record: dict[str, Any] = {}
+    for level in reversed(range(40)):
+        record = {"k" * 100_000 + str(level): record}
+    body = {"address": "0xa", "balances": [record], "orders": [], "positions": []}
+    with FakeServer(FakeExchange.generate(seed=1, users=1)).in_thread() as server:
+        server.script("user", Reply(json=body))
+        run = cli("--max-retries", "0", "user", "0xa", env={"ASYNCAPI_BASE_URL": server.base_url})
+    line = run.one_line_error(1)
+    assert len(line) <= MAX_ERROR_LINE
+    assert "balances[0].kkkk" in line
+    assert "chars)" in line
+
+
+def test_any_error_line_is_cut_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncapi_client import ServerError
+    from asyncapi_client._cli import _main
+
+    async def command(ctx: object) -> int:
+        raise ServerError("HTTP 500: " + "E" * 1_000_000 + " the end", status=500, url="u")
+
+    monkeypatch.setitem(_main._COMMANDS, "pool", command)
+    line = cli("pool", "x", env={"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}).one_line_error(1)
+    assert len(line) <= MAX_ERROR_LINE
+    assert line.startswith("asyncapi-client: error: HTTP 500: EEEE")
+    assert "EEEE the end" in line[-100:]  # head and tail kept, the middle cut
+    assert "…" in line
 
 
 def test_retry_lines_are_visible_too(hostile: str) -> None:

@@ -14,6 +14,7 @@ from asyncapi_client import ApiError, Client, DecodeError
 from asyncapi_client._decode import (
     LEADERBOARD_PAGE,
     MARKETS,
+    MAX_PATH,
     ORDERS_PAGE,
     POOL,
     TOKENS,
@@ -421,6 +422,31 @@ def test_a_record_nesting_past_the_bound_is_refused_with_its_path(field: str, le
     error = decode_error("user", body)
     assert error.path == f"{field}[1]" + ".x" * MAX_NESTING
     assert "deeper than 32" in str(error)
+
+
+def test_a_path_through_hostile_keys_is_bounded_and_still_names_the_field() -> None:
+    """40 nested 100 KB keys: each key is cut in the path, and the whole path is bounded."""
+    record: Any = {"amount": "1"}
+    for level in reversed(range(40)):
+        record = {"k" * 100_000 + str(level): record}
+    error = decode_error("user", mutated("user", ("balances",), [{"ok": 1}, record]))
+    assert error.path is not None
+    assert len(error.path) <= MAX_PATH
+    assert len(str(error)) <= MAX_PATH + 200
+    assert error.path.startswith("balances[1]." + "k" * 32 + "…(100,001 chars)")
+    assert error.path.endswith("…(100,002 chars)")  # the deepest key it reached, cut too
+    assert "deeper than 32" in str(error)
+
+
+def test_a_long_key_in_a_path_keeps_its_head_and_says_its_length() -> None:
+    too_deep: Any = 1
+    for _ in range(MAX_NESTING):
+        too_deep = [too_deep]
+    for key, spelt in [("z" * 65, "z" * 32 + "…(65 chars)"), ("y" * 64, "y" * 64)]:
+        body = mutated("user", ("positions",), [{key: {"a": too_deep}}])
+        path = decode_error("user", body).path
+        assert path is not None
+        assert path.startswith(f"positions[0].{spelt}.a[0][0]"), path[:120]
 
 
 def test_arrays_count_toward_the_nesting_bound() -> None:

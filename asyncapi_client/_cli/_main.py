@@ -45,9 +45,20 @@ def _version() -> str:
     return f"{PROG} {__version__}"
 
 
+#: An error or retry line is cut to this many characters (head and tail kept): a server's
+#: text in an error message never makes a long line.
+MAX_ERROR_LINE: Final = 2000
+
+
 def _line(text: str) -> str:
-    """Text as one line a terminal shows as text: blanks collapsed, controls escaped."""
-    return visible(" ".join(text.split()))
+    """Text as one bounded line a terminal shows as text: blanks collapsed, controls escaped,
+    the middle cut past :data:`MAX_ERROR_LINE` (less the prefix the line gets)."""
+    limit = MAX_ERROR_LINE - len(f"{PROG}: error: ")
+    text = visible(" ".join(text.split()))
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return text[:head] + "…" + text[len(text) - (limit - head - 1) :]
 
 
 def _one_line(exc: BaseException) -> str:
