@@ -3,7 +3,7 @@
 It serves ``/api/clob/users/{address}/orders`` (cursor pages), ``/api/dash/leaderboard``
 (numbered pages) and ``/api/clob/pools/{id}``, with injectable latency, faults on given
 pages, a seeded random fault schedule, and its own count of requests in flight (and the
-most seen at once). It runs on a loop in a thread of its own (see ``_faultserver``), so
+most seen at once). It runs on a loop in a thread of its own (see ``_rawserver``), so
 the test's loop holds only the client's tasks, and its timings are not the client's.
 """
 
@@ -21,7 +21,9 @@ from typing import Any, Literal, Protocol, Self
 import attrs
 from aiohttp import web
 
-from tests._faultserver import ServerThread, pool_json
+from asyncapi_client.testing._thread import LoopThread
+from tests._oracle import pool_json
+from tests._rawserver import drain_accepts
 
 __all__ = [
     "Board",
@@ -232,7 +234,7 @@ class WalkServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.board_reads = 0
-        self._thread: ServerThread | None = None
+        self._thread: LoopThread | None = None
         self._runner: web.AppRunner | None = None
         self._changed: asyncio.Condition | None = None
         self.port = 0
@@ -244,7 +246,7 @@ class WalkServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def __aenter__(self) -> Self:
-        self._thread = ServerThread.shared()
+        self._thread = LoopThread.shared()
         await self._thread.run(self._start())
         return self
 
@@ -277,7 +279,7 @@ class WalkServer:
 
     async def _stop(self) -> None:
         assert self._runner is not None
-        await ServerThread.drain_accepts()
+        await drain_accepts()
         await self._runner.cleanup()
 
     async def wait_until(self, predicate: Callable[[], bool], within: float = 5.0) -> None:

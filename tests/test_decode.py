@@ -21,9 +21,8 @@ from asyncapi_client._decode import (
     USER,
 )
 from asyncapi_client._models import MAX_NESTING
-from tests._contract_server import (
-    ContractServer,
-    Reply,
+from asyncapi_client.testing import FakeServer, Reply
+from tests._oracle import (
     leaderboard_wire,
     market_wire,
     order_wire,
@@ -275,7 +274,7 @@ def test_long_bad_values_are_shortened_in_the_message() -> None:
 
 
 @pytest.fixture
-async def client(server: ContractServer) -> AsyncIterator[Client]:
+async def client(server: FakeServer) -> AsyncIterator[Client]:
     async with Client(
         base_url=server.base_url, testnet_base_url=server.testnet_base_url, max_retries=3
     ) as client:
@@ -297,9 +296,9 @@ async def client(server: ContractServer) -> AsyncIterator[Client]:
     ],
 )
 async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
-    server: ContractServer, client: Client, operation: str, body: bytes, path: str | None
+    server: FakeServer, client: Client, operation: str, body: bytes, path: str | None
 ) -> None:
-    server.always = Reply(body=body)
+    server.script(operation, Reply(body=body), repeat=True)
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
         "tokens": lambda: client.tokens(),
         "token_markets": lambda: client.token_markets("0xt"),
@@ -315,10 +314,10 @@ async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
     network = "testnet" if operation == "token_markets" else "mainnet"
     assert error.network == network
     assert error.url is not None
-    assert error.url.startswith(server.url(network) + "/api/")
+    assert error.url.startswith(server.url_of(network) + "/api/")
     assert network in str(error)
     assert error.url in str(error)
-    assert len(server.seen) == 1, "a decode error must not be retried"
+    assert len(server.requests) == 1, "a decode error must not be retried"
 
 
 # --- bounded numbers: a 15-byte decimal must not become a billion digits -------------------

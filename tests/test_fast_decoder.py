@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from asyncapi_client import DecodeError, Order, OrdersPage, OrderStatus, Side
 from asyncapi_client import _decode as dec
 from tests import strategies as wire
-from tests._contract_server import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
+from tests._oracle import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
 
 Key = str | int
 

@@ -41,7 +41,7 @@ from asyncapi_client._decode import (
 )
 from asyncapi_client._models import FrozenDict
 from tests import strategies as wire
-from tests._contract_server import (
+from tests._oracle import (
     DEEP_DECIMAL,
     leaderboard_wire,
     market_wire,

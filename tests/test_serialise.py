@@ -31,7 +31,7 @@ from asyncapi_client._decode import (
     decoder,
 )
 from tests import strategies as wire
-from tests._contract_server import order_wire, user_wire
+from tests._oracle import order_wire, user_wire
 
 ROUND_TRIP = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

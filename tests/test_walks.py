@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncapi_client import Client, LeaderboardEntry, Order, PaginationError
-from tests._faultserver import settled, stray_tasks
+from tests._checks import settled, stray_tasks
 from tests._walkserver import ADDRESS, PagesBoard, Seen, WalkServer
 
 #: A total that claims a billion pages of 10.
