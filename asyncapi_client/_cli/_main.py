@@ -16,6 +16,7 @@ from asyncapi_client._retry import RetryEvent
 
 from . import _commands, _fake
 from ._args import PROG, ShowVersion, UsageError, build_parser
+from ._checkpoint import CheckpointWriteError
 from ._commands import Context
 from ._render import Output, OutputWriteError, isatty, renderer, writing
 from ._text import OutputError, visible
@@ -221,6 +222,8 @@ def main(
         return fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
     except OutputWriteError as exc:
         return cannot_write(exc)
+    except CheckpointWriteError as exc:
+        return fail(f"cannot save the checkpoint: {_one_line(exc)}", EXIT_API_ERROR)
     except RecursionError:
         return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
     except KeyboardInterrupt:
