@@ -127,7 +127,8 @@ def decide(
     elif retry_after is not None:
         wait = retry_after
     else:
-        step = min(policy.cap, policy.base * (2**attempt))
+        # 2**64 already dwarfs any cap; 2**1024 would overflow the float product.
+        step = min(policy.cap, policy.base * (2 ** min(attempt, 64)))
         wait = random.uniform(step * 0.5 if limited else 0.0, step)
     hold = wait if limited and policy.wait else None
     if attempt >= policy.max_retries:

@@ -205,3 +205,24 @@ def test_a_retry_event_is_frozen() -> None:
     event = RetryEvent("pool", Network.MAINNET, URL, 1, 0.5, DROPPED)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         event.wait = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("attempt", "error", "low", "high"),
+    [
+        (1024, DROPPED, Decision(True, 0.0), Decision(True, 8.0)),
+        (4999, answer(503), Decision(True, 0.0), Decision(True, 8.0)),
+        (1024, answer(429), Decision(True, 4.0, 4.0), Decision(True, 8.0, 8.0)),
+        (5000, answer(503), Decision(False), Decision(False)),
+        (5000, answer(429), Decision(False, hold=4.0), Decision(False, hold=8.0)),
+    ],
+    ids=["dropped 1024", "503 4999", "429 1024", "503 retries spent", "429 retries spent"],
+)
+def test_a_huge_attempt_number_is_capped_not_an_overflow(
+    attempt: int, error: ApiError, low: Decision, high: Decision
+) -> None:
+    """``base * 2**attempt`` overflows a float past attempt ~1023: the step stays at the cap."""
+    policy = RetryPolicy(max_retries=5000)
+    assert decide(policy, error, attempt, Low(), now=NOW) == low
+    assert decide(policy, error, attempt, High(), now=NOW) == high
+    assert decide(policy, error, attempt, random.Random(attempt), now=NOW).wait <= 8.0
