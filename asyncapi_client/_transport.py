@@ -615,6 +615,7 @@ class Transport:
                     headers=self._request_headers,
                     timeout=self._timeout,
                     allow_redirects=False,
+                    raise_for_status=False,  # ours runs, whatever the caller's session says
                     middlewares=self._middlewares,
                     trace_request_ctx=(
                         {
