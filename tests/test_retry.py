@@ -26,6 +26,7 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._errors import status_error
+from asyncapi_client._limiters import MAX_HOLD
 from asyncapi_client._network import Network
 from asyncapi_client._retry import Decision, RetryPolicy, decide, mark_final, retryable
 
@@ -226,3 +227,18 @@ def test_a_huge_attempt_number_is_capped_not_an_overflow(
     assert decide(policy, error, attempt, Low(), now=NOW) == low
     assert decide(policy, error, attempt, High(), now=NOW) == high
     assert decide(policy, error, attempt, random.Random(attempt), now=NOW).wait <= 8.0
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "said"),
+    [("1e13", "10000000000000s"), ("1e16", "1e+16s"), ("1e300", "1e+300s")],
+)
+def test_a_429_past_the_cap_holds_at_most_a_day(retry_after: str, said: str) -> None:
+    """The hold asked of any limiter (the caller's own too) is bounded; the message says
+    what the server asked, in a few characters."""
+    decision = decide(POLICY, answer(429, retry_after), 0, Low(), now=NOW)
+    assert decision.retry is False
+    assert decision.hold == MAX_HOLD
+    assert decision.why == (
+        f"the server asked to wait {said}, longer than retry_after_cap=60s: not waited for"
+    )
