@@ -475,9 +475,12 @@ class Transport:
         if decision.hold is not None:
             try:
                 await self._ask(call, self.limiter.hold(request.network, decision.hold), failed)
-            except LimiterError as exc:  # the hold could not be placed: that is the error now
-                failed = exc
-                decision = decide(policy, failed, call.tries - 1, self._random)
+            except LimiterError as exc:
+                if decision.retry:  # the hold could not be placed: that is the error now
+                    failed = exc
+                    decision = decide(policy, failed, call.tries - 1, self._random)
+                else:  # raised anyway: the server's answer stays the error
+                    log.warning("the 429 hold could not be placed: %s", exc.message)
         failed.attempts = call.attempts
         call.failed = failed
         if not decision.retry:
@@ -615,6 +618,7 @@ class Transport:
                     headers=self._request_headers,
                     timeout=self._timeout,
                     allow_redirects=False,
+                    raise_for_status=False,  # ours runs, whatever the caller's session says
                     middlewares=self._middlewares,
                     trace_request_ctx=(
                         {

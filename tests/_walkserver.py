@@ -198,6 +198,8 @@ class WalkServer:
     bounds a test against a walk that would not end: past it, every request gets 410.
     ``record_queries=False`` keeps no query in ``seen`` (memory measurements).
     ``answer_after={2: 3}`` answers page 2 only once a request for page 3 has arrived.
+    ``ignore_cursor`` serves the first page for every cursor, each with a fresh cursor;
+    ``overlap`` makes each next cursor start that many orders before the page's end.
     """
 
     def __init__(
@@ -216,6 +218,8 @@ class WalkServer:
         max_requests: int | None = None,
         record_queries: bool = True,
         answer_after: Mapping[int, int] | None = None,
+        ignore_cursor: bool = False,
+        overlap: int = 0,
     ) -> None:
         self.orders = make_orders(orders)
         self.board: Board = board or StaticBoard(0)
@@ -230,6 +234,8 @@ class WalkServer:
         self.max_requests = max_requests
         self.record_queries = record_queries
         self.answer_after = dict(answer_after or {})
+        self.ignore_cursor = ignore_cursor
+        self.overlap = overlap
         self.seen: list[Seen] = []
         self.in_flight = 0
         self.max_in_flight = 0
@@ -387,13 +393,14 @@ class WalkServer:
         pad = self.cursor_pad
 
         def answer() -> web.StreamResponse:
-            chunk = rows[offset : offset + limit]
+            first = 0 if self.ignore_cursor else offset
+            chunk = rows[first : first + limit]
             body: dict[str, Any] = {"orders": chunk}
             more = offset + limit < len(rows)
             if page == self.repeat_cursor_on_page:
                 body["cursor"] = cursor_for(offset, pad)  # the cursor that brought us here
             elif more or (self.last_page == "empty_page" and chunk):
-                body["cursor"] = cursor_for(offset + limit, pad)
+                body["cursor"] = cursor_for(offset + limit - self.overlap, pad)
             elif self.last_page == "null":
                 body["cursor"] = None
             elif self.last_page == "empty":

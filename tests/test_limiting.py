@@ -21,6 +21,7 @@ from asyncapi_client import (
     Network,
     Rate,
     RateLimitError,
+    RetryEvent,
 )
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
@@ -226,6 +227,57 @@ async def test_a_limiter_that_stays_down_fails_with_a_limiter_error_naming_it() 
     assert isinstance(error.__cause__, LimiterError)  # the try before
     assert limiter.failures == 97  # three tries: the first and two retries
     assert server.count == 0
+
+
+class CannotHold(Recording):
+    """A limiter that answers acquire() but whose store refuses every hold."""
+
+    async def hold(self, network: Network, seconds: float) -> None:
+        self.calls.append(("hold", network.value, f"{seconds:g}"))
+        raise ConnectionRefusedError("store unreachable")
+
+
+@pytest.mark.parametrize(
+    ("headers", "max_retries", "why"),
+    [
+        ({"Retry-After": "120"}, 3, "retry_after_cap=60s: not waited for"),
+        ({}, 0, "HTTP 429"),  # retries spent: the back-off is held, not waited
+    ],
+    ids=["past the cap", "retries spent"],
+)
+async def test_a_hold_that_cannot_be_placed_keeps_a_final_429(
+    headers: dict[str, str], max_retries: int, why: str
+) -> None:
+    """A 429 that is raised anyway stays the error when its hold fails: no LimiterError
+    in its place, and no retry it would have brought."""
+    limiter = CannotHold()
+    async with (
+        RawServer(default=respond(429, headers=headers)) as server,
+        Client(base_url=server.base_url, limiter=limiter, max_retries=max_retries) as client,
+    ):
+        with pytest.raises(RateLimitError, match=why) as caught:
+            await client.pool("p1")
+    assert caught.value.attempts == 1
+    assert limiter.asked("hold") == 1
+    assert server.count == 1
+
+
+async def test_a_hold_that_cannot_be_placed_before_a_retry_is_the_error_then() -> None:
+    """Before a retry, the hold's failure is the retried error (like a connection failure);
+    after the last attempt, the 429 is raised."""
+    limiter = CannotHold()
+    retried: list[RetryEvent] = []
+    async with (
+        RawServer(default=respond(429, headers={"Retry-After": "0"})) as server,
+        Client(
+            base_url=server.base_url, limiter=limiter, max_retries=2, on_retry=retried.append
+        ) as client,
+    ):
+        with pytest.raises(RateLimitError) as caught:
+            await client.pool("p1")
+    assert [type(event.error) for event in retried] == [LimiterError, LimiterError]
+    assert caught.value.attempts == 3
+    assert server.count == 3
 
 
 async def test_a_limiter_that_hangs_fails_within_the_attempt_timeout() -> None:

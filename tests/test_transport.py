@@ -21,6 +21,7 @@ import trustme
 from asyncapi_client import (
     Client,
     Network,
+    NotFoundError,
     RateLimitError,
     Response,
     RetryEvent,
@@ -28,7 +29,7 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
-from asyncapi_client.testing import FakeServer
+from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
 from tests._rawserver import RawServer, close, forward, raw, reserve_port, respond
@@ -231,6 +232,33 @@ async def test_a_callers_session_keeps_its_own_middlewares() -> None:
         assert (await client.pool("p1")).pool_id == "p1"
     assert server.count == 2
     assert seen == [f"{server.base_url}/api/clob/pools/p1"] * 2
+
+
+@pytest.mark.parametrize(
+    ("status", "retried", "error"),
+    [(503, True, None), (429, True, None), (404, False, NotFoundError)],
+    ids=["503", "429", "404"],
+)
+async def test_a_callers_session_with_raise_for_status_keeps_our_status_handling(
+    status: int, retried: bool, error: type[StatusError] | None
+) -> None:
+    """aiohttp's ``raise_for_status=True`` on the caller's session must not turn a 503 or a
+    429 into a final "malformed HTTP response", nor lose the status of a 404."""
+    async with (
+        FakeServer(FakeExchange.generate(seed=1)) as server,
+        aiohttp.ClientSession(raise_for_status=True) as session,
+        Client(base_url=server.base_url, session=session, max_retries=2) as client,
+    ):
+        client.set_testing(True)
+        server.script("tokens", Reply(status), Reply(200))
+        if error is None:
+            assert await client.tokens()
+        else:
+            with pytest.raises(error) as caught:
+                await client.tokens()
+            assert caught.value.status == status
+            assert caught.value.attempts == 1
+        assert len(server.requests) == (2 if retried else 1)
 
 
 # --- failures that cannot heal ----------------------------------------------------------------
