@@ -33,7 +33,7 @@ from asyncapi_client._decode import (
 from tests import strategies as wire
 from tests._oracle import order_wire, user_wire
 
-ROUND_TRIP = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+ROUND_TRIP = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 Decode = Callable[[bytes], Any]
 
