@@ -69,6 +69,7 @@ from ._models import (
 __all__ = [
     "MAX_DECIMAL_DIGITS",
     "MAX_DECIMAL_EXPONENT",
+    "MAX_PATH",
     "Decoder",
     "camel",
     "configure_converter",
@@ -592,6 +593,18 @@ def _accelerated(cls: type) -> _Accelerated | None:
 
 # --- error paths --------------------------------------------------------------------------
 
+#: A DecodeError's path is at most this many characters: past it, its head (the field of the
+#: model) and its tail (where the value went wrong) are kept. Keys are cut on the way in
+#: (``_models.path_key``); this bounds a path through many of them.
+MAX_PATH: Final = 1000
+
+
+def _bounded(path: str) -> str:
+    if len(path) <= MAX_PATH:
+        return path
+    head = MAX_PATH // 3
+    return path[:head] + "…" + path[len(path) - (MAX_PATH - head - 1) :]
+
 
 def _error_path(exc: BaseException) -> tuple[str, BaseException]:
     """Follow a detailed cattrs error to its first leaf: (wire path, leaf exception)."""
@@ -685,6 +698,7 @@ class Decoder(typing.Generic[T]):
             _CONVERTER.structure(data, self.cls)
         except Exception as exc:
             path, leaf = _error_path(exc)
+            path = _bounded(path)
             error = DecodeError(_describe(leaf, path), path=path)
             error.__cause__ = exc
             return error

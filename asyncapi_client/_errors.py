@@ -13,7 +13,8 @@ Everything raised for a failed request derives from :class:`ApiError`::
      │    ├── RateLimitError             429, with .retry_after
      │    └── ServerError                5xx
      ├── DecodeError                    not JSON, or not the documented shape: .path
-     └── PaginationError                the server's pages are inconsistent (a repeated cursor)
+     └── PaginationError                the server's pages are inconsistent (repeated cursor,
+                                        page ignored, data moved under a checkpoint)
 
 Invalid arguments are not API errors: they raise plain :class:`ValueError` before any request.
 """
@@ -160,6 +161,8 @@ class DecodeError(ApiError):
 
     ``path`` names the offending field in the body as sent, for example ``orders[3].price``;
     it is ``""`` when the top level itself is wrong and ``None`` when the body is not JSON.
+    A key of a free-form record longer than 64 characters is spelt as its head and length
+    (``kkkk…(100,001 chars)``), and a path is at most 1,000 characters (head and tail kept).
     """
 
     def __init__(
@@ -175,7 +178,9 @@ class DecodeError(ApiError):
 
 
 class PaginationError(ApiError):
-    """The server's pages are inconsistent: it handed back a cursor it had handed back before."""
+    """The server's pages are inconsistent: a cursor handed back twice, a page after the
+    first that brings nothing new (the page parameter ignored), or data that moved since
+    the checkpoint a walk resumes from."""
 
 
 _STATUS_CLASSES: dict[int, type[StatusError]] = {

@@ -28,6 +28,7 @@ import attrs
 from ._network import Network
 
 __all__ = [
+    "MAX_HOLD",
     "OPERATIONS",
     "Admission",
     "Limiter",
@@ -44,6 +45,10 @@ OperationName = Literal["tokens", "token_markets", "pool", "user", "orders", "le
 OPERATIONS: Final[frozenset[str]] = frozenset(
     {"tokens", "token_markets", "pool", "user", "orders", "leaderboard"}
 )
+
+#: The longest 429 hold any limiter stores (s): one day. A server's ``Retry-After`` of years
+#: must not lock every client (and, in Redis, a whole fleet across restarts) out for years.
+MAX_HOLD: Final = 86_400.0
 
 
 def _positive_count(instance: object, attribute: object, value: Any) -> None:
@@ -95,7 +100,8 @@ class Limiter(Protocol):
         ...
 
     async def hold(self, network: Network, seconds: float) -> None:
-        """Hold every request to ``network`` for ``seconds`` (a 429 asked for that wait)."""
+        """Hold every request to ``network`` for ``seconds`` (a 429 asked for that wait;
+        the client never asks for more than :data:`MAX_HOLD`)."""
         ...
 
 
@@ -227,8 +233,9 @@ class LocalLimiter:
         return left if left > 0 else 0.0
 
     async def hold(self, network: Network, seconds: float) -> None:
-        """Hold every request to ``network`` for ``seconds`` (never shortens a hold)."""
-        until = time.monotonic() + seconds
+        """Hold every request to ``network`` for ``seconds``, at most :data:`MAX_HOLD`
+        (never shortens a hold)."""
+        until = time.monotonic() + min(seconds, MAX_HOLD)
         with self._lock:
             state = self._state(network)
             if until > state.hold_until:

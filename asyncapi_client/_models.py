@@ -238,6 +238,18 @@ class FrozenDict(Mapping[str, Any]):
 _SCALARS: Final = (str, int, float, type(None))  # bool is an int
 
 
+#: A free-form key longer than this is cut in an error's path (a server picks the keys).
+MAX_PATH_KEY: Final = 64
+
+
+def path_key(key: str) -> str:
+    """A key as an error path spells it: in full up to :data:`MAX_PATH_KEY` characters,
+    else its head and its length (``kkkk…(100,001 chars)``), so no path grows with a key."""
+    if len(key) <= MAX_PATH_KEY:
+        return key
+    return f"{key[: MAX_PATH_KEY // 2]}…({len(key):,} chars)"
+
+
 def _freeze(value: Any, depth: int) -> Any:
     """``value`` with dicts as FrozenDicts and lists as tuples, checked to be JSON-shaped.
 
@@ -255,7 +267,7 @@ def _freeze(value: Any, depth: int) -> Any:
             try:
                 data[key] = _freeze(item, depth + 1)
             except NestingError as exc:
-                exc.where = f".{key}{exc.where}"
+                exc.where = f".{path_key(key)}{exc.where}"
                 raise
         return FrozenDict._of(data)
     if isinstance(value, list | tuple):

@@ -14,6 +14,7 @@ import attrs
 
 from ._errors import ApiError, RateLimitError, ResponseTooLargeError, StatusError, TransportError
 from ._errors import parse_retry_after as _parse_retry_after
+from ._limiters import MAX_HOLD
 from ._network import Network
 
 __all__ = [
@@ -55,7 +56,8 @@ class Decision:
     """What to do after a failed attempt.
 
     ``retry``: whether to try again, after ``wait`` seconds. ``hold``: seconds to hold every
-    request to the network (a 429), or None. ``why``: why not, when it is worth saying.
+    request to the network (a 429; at most a day, ``MAX_HOLD``), or None. ``why``: why
+    not, when it is worth saying.
     """
 
     retry: bool
@@ -97,6 +99,11 @@ def _retry_after(error: StatusError, now: float | None) -> float | None:
     return _parse_retry_after(error.headers.get("Retry-After"), now=now)
 
 
+def _seconds(value: float) -> str:
+    """Whole seconds, or a short exponent for a wait no one means (``1e+300``)."""
+    return f"{value:.0f}" if value < 1e15 else f"{value:.3g}"
+
+
 def decide(
     policy: RetryPolicy,
     error: ApiError,
@@ -116,20 +123,23 @@ def decide(
     limited = isinstance(error, RateLimitError)
     if retry_after is not None and retry_after > policy.retry_after_cap:
         # The server asks for longer than we are willing to wait: raise now (and, for a
-        # 429, hold the network that long so other requests do not run into it too).
+        # 429, hold the network that long, at most MAX_HOLD, so other requests do not run
+        # into it too).
         why = (
-            f"the server asked to wait {retry_after:.0f}s, longer than "
+            f"the server asked to wait {_seconds(retry_after)}s, longer than "
             f"retry_after_cap={policy.retry_after_cap:g}s: not waited for"
         )
-        return Decision(retry=False, hold=retry_after if limited and policy.wait else None, why=why)
+        hold = min(retry_after, MAX_HOLD) if limited and policy.wait else None
+        return Decision(retry=False, hold=hold, why=why)
     if not policy.wait:
         wait = 0.0
     elif retry_after is not None:
         wait = retry_after
     else:
-        step = min(policy.cap, policy.base * (2**attempt))
+        # 2**64 already dwarfs any cap; 2**1024 would overflow the float product.
+        step = min(policy.cap, policy.base * (2 ** min(attempt, 64)))
         wait = random.uniform(step * 0.5 if limited else 0.0, step)
-    hold = wait if limited and policy.wait else None
+    hold = min(wait, MAX_HOLD) if limited and policy.wait else None
     if attempt >= policy.max_retries:
         return Decision(retry=False, hold=hold)
     return Decision(retry=True, wait=wait, hold=hold)

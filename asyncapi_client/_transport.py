@@ -290,7 +290,10 @@ class Transport:
         self._options: dict[str, Any] = {"allow_redirects": False}
         if session is not None:
             self._options.update(
-                headers=self._request_headers, timeout=self._timeout, middlewares=self._middlewares
+                headers=self._request_headers,
+                timeout=self._timeout,
+                raise_for_status=False,  # ours runs, whatever the caller's session says
+                middlewares=self._middlewares,
             )
         self._session = session
         self._owns_session = session is None
@@ -482,9 +485,12 @@ class Transport:
         if decision.hold is not None:
             try:
                 await self._ask(call, self.limiter.hold(request.network, decision.hold), failed)
-            except LimiterError as exc:  # the hold could not be placed: that is the error now
-                failed = exc
-                decision = decide(policy, failed, call.tries - 1, self._random)
+            except LimiterError as exc:
+                if decision.retry:  # the hold could not be placed: that is the error now
+                    failed = exc
+                    decision = decide(policy, failed, call.tries - 1, self._random)
+                else:  # raised anyway: the server's answer stays the error
+                    log.warning("the 429 hold could not be placed: %s", exc.message)
         failed.attempts = call.attempts
         call.failed = failed
         if not decision.retry:

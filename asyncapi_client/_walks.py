@@ -185,10 +185,22 @@ class CursorPager(_Pager):
 
     Ends on an empty, null or missing cursor, or an empty page; with ``max_items``, after
     the page that reaches it. A cursor the server handed back before raises
-    :class:`PaginationError` once the page that carried it has been handed out.
+    :class:`PaginationError` once the page that carried it has been handed out; so does a
+    page after the first that brings no order not on the page before it (a server that
+    ignores the cursor but hands out a fresh one each time). Only the previous page's
+    transaction ids are kept for that: memory stays bounded by one page.
     """
 
-    __slots__ = ("_ahead", "_ahead_cursor", "_error", "_fetch", "_first", "_seen", "_wanted")
+    __slots__ = (
+        "_ahead",
+        "_ahead_cursor",
+        "_error",
+        "_fetch",
+        "_first",
+        "_previous",
+        "_seen",
+        "_wanted",
+    )
 
     def __init__(
         self,
@@ -203,6 +215,7 @@ class CursorPager(_Pager):
         self._ahead_cursor: str | None = None
         self._wanted = max_items
         self._error: PaginationError | None = None
+        self._previous: frozenset[str] = frozenset()  # the transaction ids of the last page
 
     async def next(self) -> _Chunk | None:
         first = self._first
@@ -226,7 +239,14 @@ class CursorPager(_Pager):
             page = await ahead
             self._ahead = None
             cursor, start = self._ahead_cursor, 0
+            if page.orders and all(o.transaction_id in self._previous for o in page.orders):
+                raise PaginationError(
+                    f"the page at cursor {_shorten(cursor or '')} brings no order not on the "
+                    "page before it: the server seems to ignore the cursor; stopping instead "
+                    "of walking in a loop"
+                )
         orders = page.orders
+        self._previous = frozenset(order.transaction_id for order in orders)
         following = page.cursor
         wanted = self._wanted
         if wanted is not None:

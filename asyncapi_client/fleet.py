@@ -21,7 +21,7 @@ from typing import Any, Final, Self
 from urllib.parse import urlsplit
 
 from ._errors import LimiterError
-from ._limiters import Admission, OperationName, Rate, check_rates, check_weights
+from ._limiters import MAX_HOLD, Admission, OperationName, Rate, check_rates, check_weights
 from ._network import Network, parse_network
 
 try:
@@ -94,12 +94,14 @@ return {ahead, held}
 """
 )
 
-#: KEYS: hold. ARGV: seconds (µs), expiry margin (ms), now. Never shortens a hold.
+#: KEYS: hold. ARGV: seconds (µs), expiry margin (ms), now. Never shortens a hold; never
+#: holds longer than MAX_HOLD, whatever it is handed.
 HOLD: Final = (
     _NOW
+    + f"local max_hold = {round(MAX_HOLD * 1e6)}\n"
     + """
 local now = clock(ARGV[3])
-local seconds = tonumber(ARGV[1])
+local seconds = math.min(tonumber(ARGV[1]), max_hold)
 local hold_until = now + seconds
 local hold = redis.call('GET', KEYS[1])
 if (not hold) or tonumber(hold) < hold_until then
@@ -312,12 +314,13 @@ class RedisLimiter:
         return int(left) / 1e6
 
     async def hold(self, network: Network, seconds: float) -> None:
-        """Hold every request of the fleet to ``network`` for ``seconds`` (never shortens one)."""
+        """Hold every request of the fleet to ``network`` for ``seconds``, at most
+        :data:`~asyncapi_client._limiters.MAX_HOLD` (never shortens one)."""
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ValueError(f"hold seconds must be a number, got {seconds!r}")
         if not 0.0 <= seconds < math.inf:
             raise ValueError(f"hold seconds must be finite and >= 0, got {seconds!r}")
-        micros = math.ceil(seconds * 1e6)
+        micros = math.ceil(min(seconds, MAX_HOLD) * 1e6)
         if micros == 0:
             self._check_open()
             return

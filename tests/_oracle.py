@@ -109,10 +109,12 @@ def user_wire(address: str, network: str) -> dict[str, Any]:
 
 
 def orders_wire(address: str, query: Mapping[str, str]) -> dict[str, Any]:
-    """One page of orders: filters are echoed into the orders, the cursor walks once."""
+    """One page of orders: filters are echoed into the orders, the cursor walks once (to
+    the orders that follow, as a server that honours the cursor does)."""
     limit = int(query.get("limit", "2"))
     pool_id = query.get("market", "pool-1")
-    orders = [order_wire(i, address, pool_id) for i in range(min(limit, 3))]
+    first = min(limit, 3) if "cursor" in query else 0
+    orders = [order_wire(first + i, address, pool_id) for i in range(min(limit, 3))]
     for order in orders:
         if "status" in query:
             order["status"] = query["status"]

@@ -3,7 +3,7 @@
 It serves ``/api/clob/users/{address}/orders`` (cursor pages), ``/api/dash/leaderboard``
 (numbered pages) and ``/api/clob/pools/{id}``, with injectable latency, faults on given
 pages, a seeded random fault schedule, and its own count of requests in flight (and the
-most seen at once). It runs on a loop in a thread of its own (see ``_faultserver``), so
+most seen at once). It runs on a loop in a thread of its own (see ``_rawserver``), so
 the test's loop holds only the client's tasks, and its timings are not the client's.
 """
 
@@ -21,7 +21,9 @@ from typing import Any, Literal, Protocol, Self
 import attrs
 from aiohttp import web
 
-from tests._faultserver import ServerThread, pool_json
+from asyncapi_client.testing._thread import LoopThread
+from tests._oracle import pool_json
+from tests._rawserver import drain_accepts
 
 __all__ = [
     "Board",
@@ -196,6 +198,8 @@ class WalkServer:
     bounds a test against a walk that would not end: past it, every request gets 410.
     ``record_queries=False`` keeps no query in ``seen`` (memory measurements).
     ``answer_after={2: 3}`` answers page 2 only once a request for page 3 has arrived.
+    ``ignore_cursor`` serves the first page for every cursor, each with a fresh cursor;
+    ``overlap`` makes each next cursor start that many orders before the page's end.
     """
 
     def __init__(
@@ -214,6 +218,8 @@ class WalkServer:
         max_requests: int | None = None,
         record_queries: bool = True,
         answer_after: Mapping[int, int] | None = None,
+        ignore_cursor: bool = False,
+        overlap: int = 0,
     ) -> None:
         self.orders = make_orders(orders)
         self.board: Board = board or StaticBoard(0)
@@ -228,11 +234,13 @@ class WalkServer:
         self.max_requests = max_requests
         self.record_queries = record_queries
         self.answer_after = dict(answer_after or {})
+        self.ignore_cursor = ignore_cursor
+        self.overlap = overlap
         self.seen: list[Seen] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.board_reads = 0
-        self._thread: ServerThread | None = None
+        self._thread: LoopThread | None = None
         self._runner: web.AppRunner | None = None
         self._changed: asyncio.Condition | None = None
         self.port = 0
@@ -244,7 +252,7 @@ class WalkServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def __aenter__(self) -> Self:
-        self._thread = ServerThread.shared()
+        self._thread = LoopThread.shared()
         await self._thread.run(self._start())
         return self
 
@@ -277,7 +285,7 @@ class WalkServer:
 
     async def _stop(self) -> None:
         assert self._runner is not None
-        await ServerThread.drain_accepts()
+        await drain_accepts()
         await self._runner.cleanup()
 
     async def wait_until(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
@@ -385,13 +393,14 @@ class WalkServer:
         pad = self.cursor_pad
 
         def answer() -> web.StreamResponse:
-            chunk = rows[offset : offset + limit]
+            first = 0 if self.ignore_cursor else offset
+            chunk = rows[first : first + limit]
             body: dict[str, Any] = {"orders": chunk}
             more = offset + limit < len(rows)
             if page == self.repeat_cursor_on_page:
                 body["cursor"] = cursor_for(offset, pad)  # the cursor that brought us here
             elif more or (self.last_page == "empty_page" and chunk):
-                body["cursor"] = cursor_for(offset + limit, pad)
+                body["cursor"] = cursor_for(offset + limit - self.overlap, pad)
             elif self.last_page == "null":
                 body["cursor"] = None
             elif self.last_page == "empty":

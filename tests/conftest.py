@@ -1,7 +1,8 @@
-"""Shared test configuration: the independent contract server and a client of it.
+"""Shared test configuration: the fake exchange answering from the oracle, and a client of it.
 
-Servers live in their own modules under tests/; a module that needs a differently
-configured ``client`` defines its own fixture, which overrides this one.
+The ``server`` fixture is our own FakeServer with every operation scripted from the spec's
+literal bodies (tests/_oracle.py); a module that needs a differently configured ``client``
+defines its own fixture, which overrides this one.
 """
 
 from __future__ import annotations
@@ -11,19 +12,20 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncapi_client import Client
-from tests._contract_server import ContractServer
+from asyncapi_client.testing import FakeServer
+from tests._oracle import oracle_server
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[ContractServer]:
-    """The contract server: both networks on loopback, every request recorded."""
-    async with ContractServer() as srv:
+async def server() -> AsyncIterator[FakeServer]:
+    """The fake exchange, both networks on loopback, answering from the oracle; all recorded."""
+    async with oracle_server() as srv:
         yield srv
 
 
 @pytest.fixture
-async def client(server: ContractServer) -> AsyncIterator[Client]:
-    """A client of the contract server that fails at once: no retries, no waits."""
+async def client(server: FakeServer) -> AsyncIterator[Client]:
+    """A client of the oracle server that fails at once: no retries, no waits."""
     async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as c:
         c.set_testing(True, max_retries=0)
         yield c

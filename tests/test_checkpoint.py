@@ -27,7 +27,7 @@ from asyncapi_client import (
     Walk,
 )
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault
-from tests._faultserver import settled, stray_tasks
+from tests._checks import settled, stray_tasks
 
 EXCHANGE = FakeExchange.generate(seed=11, users=2, orders_per_user=60, leaderboard_size=40)
 USER = next(iter(EXCHANGE.orders))

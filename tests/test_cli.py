@@ -5,9 +5,11 @@ terminal, a broken pipe, a signal) starts one: see test_cli_process.py.
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
+import os
 import re
 import socket
 from collections.abc import Iterator, Sequence
@@ -666,6 +668,47 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(fake: Fake) -> None:
     status = main_in_process(["--format", "jsonl", "tokens"], fake.env, ClosedPipe(), err)
     assert status == 0
     assert err.getvalue() == ""
+
+
+class FullDisk(io.StringIO):
+    """A stdout on a full disk: every write (or, ``on_flush``, only the flush) fails."""
+
+    def __init__(self, *, on_flush: bool = False) -> None:
+        super().__init__()
+        self.on_flush = on_flush
+
+    def write(self, text: str) -> int:
+        if not self.on_flush:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(text)
+
+    def flush(self) -> None:
+        if self.on_flush and self.getvalue():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("on_flush", [False, True], ids=["write", "flush"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--format", "jsonl", "tokens"],
+        ["--format", "table", "tokens"],
+        ["--format", "json", "orders", "ADDRESS", "--all", "--limit", "5"],
+        ["--format", "csv", "leaderboard", "--all", "--limit", "5"],
+        ["--version"],
+        ["--help"],
+    ],
+    ids=["tokens-jsonl", "tokens-table", "orders-all", "board-all", "version", "help"],
+)
+def test_an_output_that_cannot_be_written_fails_in_one_line(
+    fake: Fake, argv: list[str], on_flush: bool
+) -> None:
+    argv = [a_user(fake) if arg == "ADDRESS" else arg for arg in argv]
+    err = io.StringIO()
+    status = main_in_process(argv, fake.env, FullDisk(on_flush=on_flush), err)
+    run = Run(tuple(argv), status, "", err.getvalue())
+    line = run.one_line_error(1)
+    assert line == "asyncapi-client: error: cannot write the output: No space left on device"
 
 
 def main_in_process(

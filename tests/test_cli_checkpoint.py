@@ -6,7 +6,9 @@ the crash test kills real processes with SIGKILL at random points of their outpu
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import random
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from asyncapi_client._cli._checkpoint import CheckpointFile
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault, Reply
 from tests._cli import Run, cli, hosts, subprocess_env
 
@@ -61,6 +64,43 @@ def test_a_failed_walk_continues_from_its_checkpoint(server: FakeServer, tmp_pat
     assert done + ids(second, "transactionId") == expected  # nothing lost, nothing twice
     assert not checkpoint.exists()
     assert not list(tmp_path.iterdir())  # no temporary file left either
+
+
+def test_a_checkpoint_that_cannot_be_saved_mid_walk_is_one_line_and_resumable(
+    server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk after the walk started: exit 1 in one line; FILE keeps the last good one."""
+    address = owner(server)
+    expected = [o["transactionId"] for o in server.exchange.orders[address]]
+    checkpoint = tmp_path / "orders.ckpt"
+    args = ("orders", address, "--all", "--limit", "7", "--checkpoint", str(checkpoint))
+    real_write = CheckpointFile._write
+    saves = 0
+
+    def write(path: Path, text: str) -> None:
+        nonlocal saves
+        if text:  # the writability probe writes "" and must pass
+            saves += 1
+            if saves > 10:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(path, text)
+
+    monkeypatch.setattr(CheckpointFile, "_write", staticmethod(write))
+    first = cli(*args, env=hosts(server.base_url))
+    line = first.one_line_error(1)
+    assert line == (
+        f"asyncapi-client: error: cannot save the checkpoint: --checkpoint {checkpoint}: "
+        "No space left on device"
+    )
+    assert json.loads(checkpoint.read_text())["last"] == expected[9]
+    assert [p.name for p in tmp_path.iterdir()] == [checkpoint.name]  # no temporary left
+
+    monkeypatch.setattr(CheckpointFile, "_write", staticmethod(real_write))
+    second = cli(*args, env=hosts(server.base_url))
+    assert second.returncode == 0, second.stderr
+    written = ids(first, "transactionId") + ids(second, "transactionId")
+    assert sorted(set(written)) == sorted(expected)  # nothing lost
+    assert len(written) - len(expected) <= 1  # at most the item in flight, twice
 
 
 def test_a_leaderboard_walk_continues_too(server: FakeServer, tmp_path: Path) -> None:

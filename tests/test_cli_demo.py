@@ -9,7 +9,7 @@ import re
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -88,11 +88,29 @@ async def read_line(stream: asyncio.StreamReader) -> str:
     return line.decode()
 
 
+ServeFake = Callable[..., Awaitable[asyncio.subprocess.Process]]
+
+
 @pytest.fixture
-async def serve_fake_processes() -> AsyncIterator[list[asyncio.subprocess.Process]]:
-    """Processes a test starts; killed at the end if the test left one running."""
+async def serve_fake() -> AsyncIterator[ServeFake]:
+    """Starts ``asyncapi-client serve-fake ARGS...``; kills what a test left running."""
     started: list[asyncio.subprocess.Process] = []
-    yield started
+
+    async def start(*args: str) -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            *CLI,
+            "serve-fake",
+            *args,
+            env=clean_env(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        return proc
+
+    yield start
     for proc in started:
         if proc.returncode is None:  # pragma: no cover - only when the test failed
             proc.kill()
@@ -105,22 +123,14 @@ async def serve_fake_processes() -> AsyncIterator[list[asyncio.subprocess.Proces
     ids=["SIGINT-default-seed-any-ports", "SIGTERM-seed-3-given-ports"],
 )
 async def test_serve_fake_answers_a_client_then_stops_on_a_signal(
-    serve_fake_processes: list[asyncio.subprocess.Process], signum: int, seed: int | None
+    serve_fake: ServeFake, signum: int, seed: int | None
 ) -> None:
-    args = ["serve-fake"]
+    args: list[str] = []
     ports: tuple[int, int] | None = None
     if seed is not None:
         ports = (free_port(), free_port())
         args += ["--seed", str(seed), "--port", str(ports[0]), "--testnet-port", str(ports[1])]
-    proc = await asyncio.create_subprocess_exec(
-        *CLI,
-        *args,
-        env=clean_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    serve_fake_processes.append(proc)
+    proc = await serve_fake(*args)
     assert proc.stdout is not None
 
     printed: dict[str, str] = {}
@@ -167,23 +177,10 @@ async def test_serve_fake_answers_a_client_then_stops_on_a_signal(
             await client.tokens()
 
 
-async def test_serve_fake_injects_the_faults_it_is_given(
-    serve_fake_processes: list[asyncio.subprocess.Process],
-) -> None:
+async def test_serve_fake_injects_the_faults_it_is_given(serve_fake: ServeFake) -> None:
     args = ["--fault", "pool:error_rate=1", "--fault", "pool:error_status=503"]
     args += ["--fault", "orders:latency=0.2", "--latency", "0.01"]
-    proc = await asyncio.create_subprocess_exec(
-        *CLI,
-        "serve-fake",
-        "--seed",
-        "5",
-        *args,
-        env=clean_env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    serve_fake_processes.append(proc)
+    proc = await serve_fake("--seed", "5", *args)
     assert proc.stdout is not None
     lines: list[str] = []
     while not lines or not lines[-1].startswith("try: "):

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from asyncapi_client._cli._main import MAX_ERROR_LINE
+from asyncapi_client._cli._table import MAX_TEXT_CELL, MAX_WIDE_TEXT_CELL
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
 from tests._cli import Run, Terminal, cli
 
@@ -174,6 +176,79 @@ def test_decimals_within_bounds_keep_their_positional_text() -> None:
     assert [t["totalSupply"] for t in run.jsonl()] == supplies
 
 
+# --- huge texts in tables ------------------------------------------------------------------------
+
+HUGE = "W" * 1_000_000  # one server text of 1 MB
+
+
+def table_of(base_url: str, *args: str, wide: bool = False) -> Run:
+    """``args`` as a table on a 120-column terminal (``--wide`` if asked)."""
+    env = {"ASYNCAPI_BASE_URL": base_url, "COLUMNS": "120"}
+    options = ["--format", "table", *(["--wide"] if wide else [])]
+    return cli(*options, *args, env=env, stdout=Terminal(120)).ok()
+
+
+def assert_bounded(run: Run, *, line: int, total: int) -> None:
+    assert max(len(text) for text in run.lines()) <= line, max(map(len, run.lines()))
+    assert len(run.stdout) <= total, len(run.stdout)
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["fit", "wide"])
+def test_a_huge_token_text_is_cut_in_a_table(wide: bool) -> None:
+    """A 1 MB name, symbol and address: each cell is cut, so the table stays small."""
+    huge = token(name=HUGE, symbol=HUGE, address="0x" + "ab" * 500_000)
+    with tokens_server([huge, token()]) as url:
+        run = table_of(url, "tokens", wide=wide)
+    cell = MAX_WIDE_TEXT_CELL if wide else MAX_TEXT_CELL
+    assert_bounded(run, line=6 * cell, total=4 * 6 * cell)
+    head, _, first, second = run.lines()
+    assert head.split()[:2] == ["symbol", "name"]
+    assert first.startswith("W" * (cell - 1) + "…  " + "W" * (cell - 1) + "…  ")
+    assert "0xabab" in first  # an id keeps its head and its tail
+    assert first.endswith("abab")
+    assert second.split()[:2] == ["TKN", "Token"]
+
+
+def test_a_huge_free_form_key_and_many_keys_are_bounded_in_a_table() -> None:
+    """Balances the spec does not shape: a 1 MB key and value, and a thousand keys."""
+    many = {f"key{i}": i for i in range(1000)}
+    body = {
+        "address": HUGE,
+        "balances": [{HUGE: HUGE, "token": "ETH"}, many],
+        "orders": [],
+        "positions": [],
+    }
+    with FakeServer(FakeExchange.generate(seed=1, users=1)).in_thread() as server:
+        server.script("user", Reply(json=body))
+        run = table_of(server.base_url, "user", "0xuser")
+    assert_bounded(run, line=40 * MAX_TEXT_CELL, total=200 * MAX_TEXT_CELL)
+    assert "ETH" in run.stdout
+    assert "key0" in run.stdout
+
+
+def test_a_huge_pool_id_and_symbol_are_cut_in_the_pool_block() -> None:
+    exchange = FakeExchange.generate(seed=1, users=1)
+    pool = dict(next(iter(exchange.pools.values())))
+    pool["poolId"] = "0x" + "cd" * 500_000
+    pool["baseToken"] = {**pool["baseToken"], "symbol": HUGE, "name": HUGE}
+    with FakeServer(exchange).in_thread() as server:
+        server.script("pool", Reply(json=pool))
+        run = table_of(server.base_url, "pool", "0xpool")
+    assert_bounded(run, line=4 * MAX_TEXT_CELL, total=30 * MAX_TEXT_CELL)
+    assert run.lines()[0].startswith("pool ")
+
+
+def test_a_huge_cursor_is_not_spelt_in_a_table() -> None:
+    exchange = FakeExchange.generate(seed=1, users=1)
+    (address,) = exchange.users
+    page = {"orders": exchange.orders[address][:2], "cursor": "c" * 1_000_000}
+    with FakeServer(exchange).in_thread() as server:
+        server.script("orders", Reply(json=page))
+        run = table_of(server.base_url, "orders", address, "--limit", "2")
+    assert_bounded(run, line=1000, total=4000)
+    assert "--format json" in run.lines()[-1]
+
+
 # --- escapes -----------------------------------------------------------------------------------
 
 
@@ -211,6 +286,36 @@ def test_an_error_body_reaches_stderr_as_one_visible_line(
     for char in RAW_CONTROLS:
         assert char not in line, char
     assert "pwned" in line
+
+
+def test_a_decode_error_through_hostile_keys_is_one_short_line() -> None:
+    """40 nested 100 KB keys in a balance: the error's path, and so the line, is bounded."""
+    record: dict[str, Any] = {}
+    for level in reversed(range(40)):
+        record = {"k" * 100_000 + str(level): record}
+    body = {"address": "0xa", "balances": [record], "orders": [], "positions": []}
+    with FakeServer(FakeExchange.generate(seed=1, users=1)).in_thread() as server:
+        server.script("user", Reply(json=body))
+        run = cli("--max-retries", "0", "user", "0xa", env={"ASYNCAPI_BASE_URL": server.base_url})
+    line = run.one_line_error(1)
+    assert len(line) <= MAX_ERROR_LINE
+    assert "balances[0].kkkk" in line
+    assert "chars)" in line
+
+
+def test_any_error_line_is_cut_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asyncapi_client import ServerError
+    from asyncapi_client._cli import _main
+
+    async def command(ctx: object) -> int:
+        raise ServerError("HTTP 500: " + "E" * 1_000_000 + " the end", status=500, url="u")
+
+    monkeypatch.setitem(_main._COMMANDS, "pool", command)
+    line = cli("pool", "x", env={"ASYNCAPI_BASE_URL": "http://127.0.0.1:9"}).one_line_error(1)
+    assert len(line) <= MAX_ERROR_LINE
+    assert line.startswith("asyncapi-client: error: HTTP 500: EEEE")
+    assert "EEEE the end" in line[-100:]  # head and tail kept, the middle cut
+    assert "…" in line
 
 
 def test_retry_lines_are_visible_too(hostile: str) -> None:

@@ -148,6 +148,34 @@ def test_broken_pipe_ends_quietly(fake: tuple[FakeExchange, FakeServer]) -> None
     assert stderr == b""
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "argv",
+    [["demo"], ["--format", "jsonl", "orders", "ADDRESS", "--all"], ["tokens"], ["--version"]],
+    ids=["demo", "orders-all", "tokens", "version"],
+)
+def test_stdout_on_a_full_disk_fails_in_one_line(
+    fake: tuple[FakeExchange, FakeServer], argv: list[str]
+) -> None:
+    """`> /dev/full`: one line on stderr and exit status 1, no traceback."""
+    exchange, server = fake
+    address = max(exchange.orders, key=lambda a: len(exchange.orders[a]))
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [*CLI, *[address if arg == "ADDRESS" else arg for arg in argv]],
+            env=env_of(server),
+            stdin=subprocess.DEVNULL,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr == b"asyncapi-client: error: cannot write the output: " + (
+        os.strerror(errno.ENOSPC).encode() + b"\n"
+    )
+
+
 # --- a walk whose later pages the server holds back ----------------------------------------
 
 

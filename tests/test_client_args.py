@@ -26,7 +26,7 @@ from asyncapi_client import (
     SideName,
     UseClientDefault,
 )
-from tests._contract_server import ContractServer
+from asyncapi_client.testing import FakeServer
 
 NOT_POSITIVE_INTS: list[object] = [0, -1, -10, True, False, 1.5, 2.0, "3", "1"]
 NOT_IDS: list[object] = ["", None, 5, b"id", ["a"]]
@@ -97,14 +97,14 @@ INVALID_CALLS: list[tuple[str, Call]] = [
 
 @pytest.mark.parametrize("call", [c for _, c in INVALID_CALLS], ids=[i for i, _ in INVALID_CALLS])
 async def test_invalid_argument_is_a_value_error_before_any_request(
-    server: ContractServer, client: Client, call: Call
+    server: FakeServer, client: Client, call: Call
 ) -> None:
     with pytest.raises(ValueError):
         await call(client)
-    assert server.seen == []
+    assert server.requests == []
     # ...and the client still works afterwards.
     await client.pool("after")
-    assert [s.param for s in server.seen] == ["after"]
+    assert [s.param for s in server.requests] == ["after"]
 
 
 async def drain(iterator: AsyncIterator[Any]) -> None:
@@ -175,12 +175,12 @@ INVALID_STREAMS: list[tuple[str, Callable[[Client], AsyncIterator[Any]]]] = [
     "make", [m for _, m in INVALID_STREAMS], ids=[i for i, _ in INVALID_STREAMS]
 )
 async def test_invalid_stream_argument_is_a_value_error_before_any_request(
-    server: ContractServer, client: Client, make: Callable[[Client], AsyncIterator[Any]]
+    server: FakeServer, client: Client, make: Callable[[Client], AsyncIterator[Any]]
 ) -> None:
     with pytest.raises(ValueError):
         # Raised when the stream is made or on its first step: either way before a request.
         await drain(make(client))
-    assert server.seen == []
+    assert server.requests == []
 
 
 @pytest.mark.parametrize(
@@ -196,7 +196,7 @@ async def test_invalid_stream_argument_is_a_value_error_before_any_request(
     ],
 )
 async def test_status_and_side_accepted_in_any_case_and_sent_upper_case(
-    server: ContractServer,
+    server: FakeServer,
     client: Client,
     status: Any,  # the type checker takes upper or lower case; run time takes any case
     side: Any,
@@ -210,7 +210,7 @@ async def test_status_and_side_accepted_in_any_case_and_sent_upper_case(
     async with aclosing(client.iter_order_pages("0xu", status=status, side=side)) as pages:
         async for _ in pages:
             break
-    assert [(seen.query["status"], seen.query["side"]) for seen in server.seen] == [sent] * 4
+    assert [(seen.query["status"], seen.query["side"]) for seen in server.requests] == [sent] * 4
 
 
 @pytest.mark.parametrize(
@@ -225,7 +225,7 @@ async def test_status_and_side_accepted_in_any_case_and_sent_upper_case(
     ],
 )
 async def test_network_accepted_in_any_case_everywhere(
-    server: ContractServer, name: Any, network: str
+    server: FakeServer, name: Any, network: str
 ) -> None:
     other: NetworkName = "mainnet" if network == "testnet" else "testnet"
     async with Client(
@@ -242,8 +242,8 @@ async def test_network_accepted_in_any_case_everywhere(
     ) as c:
         assert c.network == network
         await c.leaderboard()
-    assert server.seen
-    assert {seen.network for seen in server.seen} == {network}
+    assert server.requests
+    assert {seen.network for seen in server.requests} == {network}
 
 
 @pytest.mark.parametrize(
@@ -252,14 +252,14 @@ async def test_network_accepted_in_any_case_everywhere(
     ids=["status", "side"],
 )
 async def test_every_name_the_type_checker_accepts_works_at_run_time(
-    server: ContractServer, client: Client, argument: str, alias: Any, enum: type[Any]
+    server: FakeServer, client: Client, argument: str, alias: Any, enum: type[Any]
 ) -> None:
     names = get_args(alias)
     # Every member, in upper and in lower case: nothing more, nothing less.
     assert set(names) == {m.value for m in enum} | {m.value.lower() for m in enum}
     for name in names:
         await client.orders("0xu", **{argument: name})
-    assert [seen.query[argument] for seen in server.seen] == [n.upper() for n in names]
+    assert [seen.query[argument] for seen in server.requests] == [n.upper() for n in names]
 
 
 def test_every_network_name_the_type_checker_accepts_works_at_run_time() -> None:
@@ -273,7 +273,7 @@ def test_every_network_name_the_type_checker_accepts_works_at_run_time() -> None
 
 
 async def test_deadline_sentinel_is_the_clients_deadline_and_none_is_no_deadline(
-    server: ContractServer,
+    server: FakeServer,
 ) -> None:
     async with (
         Client(base_url=server.base_url, deadline=0.2) as client,
@@ -306,12 +306,12 @@ def test_use_client_default_is_one_public_value() -> None:
     assert default is USE_CLIENT_DEFAULT
 
 
-async def test_valid_boundaries_are_accepted(server: ContractServer, client: Client) -> None:
+async def test_valid_boundaries_are_accepted(server: FakeServer, client: Client) -> None:
     await client.orders("u", limit=1)
     await client.leaderboard(page=1, limit=1)
     await client.pool("p", deadline=None)
     await client.pool("q", deadline=5)
-    assert len(server.seen) == 4
+    assert len(server.requests) == 4
 
 
 # --- the constructor -----------------------------------------------------------------------
@@ -360,7 +360,7 @@ def test_the_message_names_the_bad_argument() -> None:
             Client(base_url="http://h", **{name: value})  # type: ignore[arg-type]
 
 
-async def test_valid_constructor_arguments(server: ContractServer) -> None:
+async def test_valid_constructor_arguments(server: FakeServer) -> None:
     async with Client(
         "testnet",
         base_url=server.base_url,

@@ -14,15 +14,15 @@ from asyncapi_client import ApiError, Client, DecodeError
 from asyncapi_client._decode import (
     LEADERBOARD_PAGE,
     MARKETS,
+    MAX_PATH,
     ORDERS_PAGE,
     POOL,
     TOKENS,
     USER,
 )
 from asyncapi_client._models import MAX_NESTING
-from tests._contract_server import (
-    ContractServer,
-    Reply,
+from asyncapi_client.testing import FakeServer, Reply
+from tests._oracle import (
     leaderboard_wire,
     market_wire,
     order_wire,
@@ -274,7 +274,7 @@ def test_long_bad_values_are_shortened_in_the_message() -> None:
 
 
 @pytest.fixture
-async def client(server: ContractServer) -> AsyncIterator[Client]:
+async def client(server: FakeServer) -> AsyncIterator[Client]:
     async with Client(
         base_url=server.base_url, testnet_base_url=server.testnet_base_url, max_retries=3
     ) as client:
@@ -296,9 +296,9 @@ async def client(server: ContractServer) -> AsyncIterator[Client]:
     ],
 )
 async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
-    server: ContractServer, client: Client, operation: str, body: bytes, path: str | None
+    server: FakeServer, client: Client, operation: str, body: bytes, path: str | None
 ) -> None:
-    server.always = Reply(body=body)
+    server.script(operation, Reply(body=body), repeat=True)
     calls: dict[str, Callable[[], Awaitable[Any]]] = {
         "tokens": lambda: client.tokens(),
         "token_markets": lambda: client.token_markets("0xt"),
@@ -314,10 +314,10 @@ async def test_decode_error_reaches_the_caller_with_url_and_network_unretried(
     network = "testnet" if operation == "token_markets" else "mainnet"
     assert error.network == network
     assert error.url is not None
-    assert error.url.startswith(server.url(network) + "/api/")
+    assert error.url.startswith(server.url_of(network) + "/api/")
     assert network in str(error)
     assert error.url in str(error)
-    assert len(server.seen) == 1, "a decode error must not be retried"
+    assert len(server.requests) == 1, "a decode error must not be retried"
 
 
 # --- bounded numbers: a 15-byte decimal must not become a billion digits -------------------
@@ -421,6 +421,31 @@ def test_a_record_nesting_past_the_bound_is_refused_with_its_path(field: str, le
     error = decode_error("user", body)
     assert error.path == f"{field}[1]" + ".x" * MAX_NESTING
     assert "deeper than 32" in str(error)
+
+
+def test_a_path_through_hostile_keys_is_bounded_and_still_names_the_field() -> None:
+    """40 nested 100 KB keys: each key is cut in the path, and the whole path is bounded."""
+    record: Any = {"amount": "1"}
+    for level in reversed(range(40)):
+        record = {"k" * 100_000 + str(level): record}
+    error = decode_error("user", mutated("user", ("balances",), [{"ok": 1}, record]))
+    assert error.path is not None
+    assert len(error.path) <= MAX_PATH
+    assert len(str(error)) <= MAX_PATH + 200
+    assert error.path.startswith("balances[1]." + "k" * 32 + "…(100,001 chars)")
+    assert error.path.endswith("…(100,002 chars)")  # the deepest key it reached, cut too
+    assert "deeper than 32" in str(error)
+
+
+def test_a_long_key_in_a_path_keeps_its_head_and_says_its_length() -> None:
+    too_deep: Any = 1
+    for _ in range(MAX_NESTING):
+        too_deep = [too_deep]
+    for key, spelt in [("z" * 65, "z" * 32 + "…(65 chars)"), ("y" * 64, "y" * 64)]:
+        body = mutated("user", ("positions",), [{key: {"a": too_deep}}])
+        path = decode_error("user", body).path
+        assert path is not None
+        assert path.startswith(f"positions[0].{spelt}.a[0][0]"), path[:120]
 
 
 def test_arrays_count_toward_the_nesting_bound() -> None:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from asyncapi_client import DecodeError, Order, OrdersPage, OrderStatus, Side
 from asyncapi_client import _decode as dec
 from tests import strategies as wire
-from tests._contract_server import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
+from tests._oracle import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
 
 Key = str | int
 
@@ -127,7 +127,7 @@ def test_valid_bodies_decode_like_the_detailed_converter(
 
 
 @pytest.mark.parametrize(("name", "decoder", "strategy"), CASES, ids=[c[0] for c in CASES])
-@settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_one_bad_field_is_refused_with_its_exact_path(
     name: str, decoder: dec.Decoder[Any], strategy: Any, data: st.DataObject

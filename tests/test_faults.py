@@ -27,22 +27,20 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
-from tests._faultserver import (
+from tests._checks import TraceRecorder, settled, stray_tasks
+from tests._oracle import pool_json
+from tests._rawserver import (
     Behaviour,
-    FaultServer,
-    TraceRecorder,
+    RawServer,
     big_body,
     close,
     cut_short,
     endless_chunks,
     hang,
-    pool_json,
     reserve_port,
     reset,
     reset_mid_body,
     respond,
-    settled,
-    stray_tasks,
 )
 
 MiB = 1024 * 1024
@@ -62,7 +60,7 @@ async def _no_stray_tasks() -> AsyncIterator[None]:
 async def test_retryable_status_recovers_on_retry(status: int) -> None:
     trace = TraceRecorder()
     async with (
-        FaultServer([respond(status, {"error": "busy"})]) as server,
+        RawServer([respond(status, {"error": "busy"})]) as server,
         Client(base_url=server.base_url, trace_configs=[trace.config]) as client,
     ):
         client.set_testing(True)
@@ -88,7 +86,7 @@ async def test_retryable_fault_recovers_on_retry(fault: str) -> None:
     script, requests = FAULTS[fault]
     trace = TraceRecorder()
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, timeout=0.3, trace_configs=[trace.config]) as client,
     ):
         client.set_testing(True)
@@ -99,7 +97,7 @@ async def test_retryable_fault_recovers_on_retry(fault: str) -> None:
 
 
 async def test_refused_connection_recovers_once_the_server_listens() -> None:
-    server = FaultServer(sock=reserve_port(), listen=False)
+    server = RawServer(sock=reserve_port(), listen=False)
     trace = TraceRecorder(on_failure=server.listen)  # listen after the first refusal
     async with server, Client(base_url=server.base_url, trace_configs=[trace.config]) as client:
         client.set_testing(True)
@@ -125,7 +123,7 @@ async def test_refused_connection_recovers_once_the_server_listens() -> None:
 )
 async def test_non_retryable_status_fails_at_once(status: int, error: type[StatusError]) -> None:
     async with (
-        FaultServer(default=respond(status, {"error": "no"})) as server,
+        RawServer(default=respond(status, {"error": "no"})) as server,
         Client(base_url=server.base_url) as client,
     ):
         with pytest.raises(error) as caught:
@@ -140,7 +138,7 @@ async def test_non_retryable_status_fails_at_once(status: int, error: type[Statu
 )
 async def test_decode_error_fails_at_once(body: bytes | str, path: str | None) -> None:
     async with (
-        FaultServer(default=respond(200, body)) as server,
+        RawServer(default=respond(200, body)) as server,
         Client(base_url=server.base_url) as client,
     ):
         with pytest.raises(DecodeError) as caught:
@@ -151,7 +149,7 @@ async def test_decode_error_fails_at_once(body: bytes | str, path: str | None) -
 
 async def test_response_too_large_fails_at_once() -> None:
     async with (
-        FaultServer(default=respond(200, pool_json() | {"pad": "x" * 5000})) as server,
+        RawServer(default=respond(200, pool_json() | {"pad": "x" * 5000})) as server,
         Client(base_url=server.base_url, max_response_bytes=1000) as client,
     ):
         with pytest.raises(ResponseTooLargeError):
@@ -165,7 +163,7 @@ async def test_response_too_large_fails_at_once() -> None:
 async def test_last_status_seen_is_raised_after_the_last_attempt() -> None:
     script = [respond(status) for status in (500, 502, 503, 504)]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         client.set_testing(True)
@@ -180,7 +178,7 @@ async def test_the_last_error_tells_the_story_of_every_attempt() -> None:
     own aiohttp exception stays on ``__context__``."""
     script = [reset_mid_body(), respond(503), respond(429), reset_mid_body()]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         client.set_testing(True)
@@ -207,7 +205,7 @@ async def test_the_last_error_tells_the_story_of_every_attempt() -> None:
 
 async def test_a_call_that_fails_at_once_is_one_attempt_and_says_nothing_of_attempts() -> None:
     async with (
-        FaultServer(default=respond(404)) as server,
+        RawServer(default=respond(404)) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         with pytest.raises(NotFoundError) as caught:
@@ -219,7 +217,7 @@ async def test_a_call_that_fails_at_once_is_one_attempt_and_says_nothing_of_atte
 
 async def test_timeout_after_the_last_attempt_is_chained_to_the_timeout() -> None:
     async with (
-        FaultServer(default=hang()) as server,
+        RawServer(default=hang()) as server,
         Client(base_url=server.base_url, timeout=0.2, max_retries=1) as client,
     ):
         client.set_testing(True)
@@ -257,7 +255,7 @@ async def test_refused_after_the_last_attempt_is_chained_to_the_connector_error(
 
 async def test_retry_after_beyond_the_cap_is_not_waited_for() -> None:
     async with (
-        FaultServer(default=respond(429, headers={"Retry-After": "120"})) as server,
+        RawServer(default=respond(429, headers={"Retry-After": "120"})) as server,
         Client(base_url=server.base_url) as client,
     ):
         started = time.perf_counter()
@@ -273,7 +271,7 @@ async def test_retry_after_beyond_the_cap_is_not_waited_for() -> None:
 async def test_retry_after_cap_is_the_clients_setting() -> None:
     script = [respond(503, headers={"Retry-After": "0.3"})]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, retry_after_cap=0.2) as client,
     ):
         with pytest.raises(ServerError, match=r"retry_after_cap=0.2s") as caught:
@@ -301,7 +299,7 @@ async def _peak_while(client: Client) -> tuple[ResponseTooLargeError, int]:
 async def test_a_chunked_body_under_the_cap_is_read_whole() -> None:
     body = pool_json() | {"pad": "x" * 5000}
     async with (
-        FaultServer(default=respond(200, body, chunked=True)) as server,
+        RawServer(default=respond(200, body, chunked=True)) as server,
         Client(base_url=server.base_url, max_response_bytes=len(json.dumps(body))) as client,
     ):
         pool = await client.pool("p1")
@@ -322,7 +320,7 @@ async def test_a_64_mib_body_is_refused_without_reading_it_all(
     announce: bool, cap: int, peak_limit: int
 ) -> None:
     async with (
-        FaultServer(default=big_body(64 * MiB, announce=announce)) as server,
+        RawServer(default=big_body(64 * MiB, announce=announce)) as server,
         Client(base_url=server.base_url, max_response_bytes=cap) as client,
     ):
         error, peak = await _peak_while(client)

@@ -23,11 +23,13 @@ from asyncapi_client import (
     LimiterError,
     Network,
     Rate,
+    RateLimitError,
     RetryEvent,
     TransportError,
 )
+from asyncapi_client._limiters import MAX_HOLD
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, RedisLimiter
-from asyncapi_client.testing import FakeExchange, FakeServer
+from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests.test_limiters import max_in_window, starts_after
 
 if TYPE_CHECKING:
@@ -260,6 +262,51 @@ async def test_hold_is_shared_on_the_server_clock(
         hold_ttl = await redis_client.pttl(one.keys(MAIN)[0])
         assert 20_000 < hold_ttl <= 30_000 + EXPIRY_MARGIN_MS
     assert await redis_client.ping()  # the borrowed client stays open
+
+
+@pytest.mark.parametrize("seconds", [1e13, 1e16, 1e300])
+async def test_a_hold_is_at_most_a_day_in_key_and_ttl(
+    redis_url: str, redis_client: aredis.Redis, seconds: float
+) -> None:
+    """One header of years must not lock the fleet out across restarts (nor overflow PX)."""
+    async with RedisLimiter(redis_url, [Rate(100, 1.0)], name="long") as limiter:
+        await limiter.hold(MAIN, seconds)
+        assert MAX_HOLD - 60.0 < await limiter.held(MAIN) <= MAX_HOLD
+        ttl = await redis_client.pttl(limiter.keys(MAIN)[0])
+        assert MAX_HOLD * 1000 - 60_000 < ttl <= MAX_HOLD * 1000 + EXPIRY_MARGIN_MS
+
+
+async def test_the_hold_script_bounds_what_it_is_handed_too(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    async with RedisLimiter(redis_url, [Rate(100, 1.0)], name="script") as limiter:
+        keys = limiter.keys(MAIN)[:1]
+        await limiter._call(limiter._hold, keys, (10**22, EXPIRY_MARGIN_MS, 0), MAIN)
+        stored = await redis_client.get(keys[0])
+        assert stored is not None
+        assert int(stored) == MAX_HOLD * MICRO
+        ttl = await redis_client.pttl(keys[0])
+        assert MAX_HOLD * 1000 - 60_000 < ttl <= MAX_HOLD * 1000 + EXPIRY_MARGIN_MS
+
+
+@pytest.mark.parametrize("retry_after", ["1e13", "1e16"])
+async def test_a_429_with_a_huge_retry_after_through_redis_is_one_request(
+    redis_url: str, redis_client: aredis.Redis, retry_after: str
+) -> None:
+    """As with a LocalLimiter: one request, a RateLimitError that says the wait is past
+    retry_after_cap, and a fleet hold of at most a day."""
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(redis_url, [Rate(100, 1.0)], name=f"huge-{retry_after}") as limiter,
+        Client(base_url=server.base_url, limiter=limiter, max_retries=2) as client,
+    ):
+        server.script("tokens", Reply(429, headers={"Retry-After": retry_after}), repeat=True)
+        with pytest.raises(RateLimitError, match="retry_after_cap=60s: not waited for") as info:
+            await client.tokens()
+        assert info.value.attempts == 1
+        assert len(server.requests) == 1
+        ttl = await redis_client.pttl(limiter.keys(MAIN)[0])
+        assert 0 < ttl <= MAX_HOLD * 1000 + EXPIRY_MARGIN_MS
 
 
 # --- expiry ---------------------------------------------------------------------------------

@@ -431,7 +431,7 @@ async def test_streams_walk_every_page_with_the_client_arguments(server: FakeSer
         entries = [e async for e in client.iter_leaderboard(page_size=10, concurrency=2)]
         boards = [b async for b in client.iter_leaderboard_pages(page_size=10)]
         first_five = [e async for e in client.iter_leaderboard(page_size=10, max_items=5)]
-    assert [o.transaction_id for o in orders] == ["tx-0", "tx-1", "tx-0", "tx-1"]
+    assert [o.transaction_id for o in orders] == ["tx-0", "tx-1", "tx-2", "tx-3"]
     assert {o.status for o in orders} == {"OPEN"}
     assert [p.cursor for p in pages] == ["cursor-2", None]
     assert len(capped) == 3

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from asyncapi_client import Admission, Limiter, LocalLimiter, Network, Rate
-from asyncapi_client._limiters import check_weights, earliest_start
+from asyncapi_client._limiters import MAX_HOLD, check_weights, earliest_start
 
 NO_HOLD = -math.inf
 
@@ -136,3 +136,13 @@ async def test_local_limiter_hold() -> None:
     assert 29.0 < admission.held <= admission.wait <= 30.0
     await limiter.hold(Network.TESTNET, 0.0)  # a hold that has run out
     assert await limiter.held(Network.TESTNET) == 0.0
+
+
+@pytest.mark.parametrize("seconds", [1e13, 1e16, 1e300, math.inf])
+async def test_local_limiter_holds_at_most_a_day(seconds: float) -> None:
+    """A ``Retry-After`` of years (or one the limiter is handed directly) holds a day."""
+    limiter = LocalLimiter()
+    await limiter.hold(Network.MAINNET, seconds)
+    assert MAX_HOLD == 86_400.0
+    assert MAX_HOLD - 60.0 < await limiter.held(Network.MAINNET) <= MAX_HOLD
+    assert (await limiter.acquire("pool", Network.MAINNET)).wait <= MAX_HOLD

@@ -21,8 +21,11 @@ from asyncapi_client import (
     Network,
     Rate,
     RateLimitError,
+    RetryEvent,
 )
-from tests._faultserver import FaultServer, pool_json, respond, settled, stray_tasks
+from tests._checks import settled, stray_tasks
+from tests._oracle import pool_json
+from tests._rawserver import RawServer, respond
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +115,7 @@ def test_each_client_gets_its_own_default_limiter() -> None:
 async def test_every_attempt_retries_included_asks_the_limiter_before_it_is_sent() -> None:
     limiter = Recording([Rate(100, 1.0)])
     async with (
-        FaultServer([respond(503), respond(500)]) as server,
+        RawServer([respond(503), respond(500)]) as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
         client.set_testing(True)
@@ -123,7 +126,7 @@ async def test_every_attempt_retries_included_asks_the_limiter_before_it_is_sent
 
 async def test_the_idle_default_limiter_is_not_asked_before_a_first_attempt() -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "0"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "0"})]) as server,
         Client(base_url=server.base_url) as client,
     ):
         limiter = client._transport.limiter
@@ -146,8 +149,8 @@ async def test_the_idle_default_limiter_is_not_asked_before_a_first_attempt() ->
 async def test_a_429_holds_every_client_sharing_the_limiter() -> None:
     shared = Recording()
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "1"})]) as one_server,
-        FaultServer() as other_server,
+        RawServer([respond(429, headers={"Retry-After": "1"})]) as one_server,
+        RawServer() as other_server,
         Client(base_url=one_server.base_url, limiter=shared) as one,
         Client(base_url=other_server.base_url, limiter=shared) as other,
     ):
@@ -163,7 +166,7 @@ async def test_a_hold_that_appears_during_a_wait_forfeits_the_slot() -> None:
     """Never send inside a hold: a request that slept for its slot asks again."""
     limiter = Recording([Rate(1, 0.3)])
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "1"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "1"})]) as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
         # p1 reserves the slot 0.3 s on and sleeps; meanwhile p0's 429 puts a 1 s hold on
@@ -179,7 +182,7 @@ async def test_a_hold_past_the_cap_fails_at_once_without_a_request() -> None:
     limiter = LocalLimiter()
     await limiter.hold(Network.MAINNET, 120.0)
     async with (
-        FaultServer() as server,
+        RawServer() as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
         with pytest.raises(RateLimitError, match="retry_after_cap=60s") as caught:
@@ -196,7 +199,7 @@ async def test_a_hold_past_the_cap_fails_at_once_without_a_request() -> None:
 async def test_a_limiter_that_fails_is_retried_like_a_connection_failure() -> None:
     limiter = Broken(failures=2)
     async with (
-        FaultServer(default=respond(200, pool_json("p1"))) as server,
+        RawServer(default=respond(200, pool_json("p1"))) as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
         client.set_testing(True)
@@ -209,7 +212,7 @@ async def test_a_limiter_that_fails_is_retried_like_a_connection_failure() -> No
 async def test_a_limiter_that_stays_down_fails_with_a_limiter_error_naming_it() -> None:
     limiter = Broken(failures=100)
     async with (
-        FaultServer() as server,
+        RawServer() as server,
         Client(base_url=server.base_url, limiter=limiter, max_retries=2) as client,
     ):
         client.set_testing(True)
@@ -226,10 +229,61 @@ async def test_a_limiter_that_stays_down_fails_with_a_limiter_error_naming_it() 
     assert server.count == 0
 
 
+class CannotHold(Recording):
+    """A limiter that answers acquire() but whose store refuses every hold."""
+
+    async def hold(self, network: Network, seconds: float) -> None:
+        self.calls.append(("hold", network.value, f"{seconds:g}"))
+        raise ConnectionRefusedError("store unreachable")
+
+
+@pytest.mark.parametrize(
+    ("headers", "max_retries", "why"),
+    [
+        ({"Retry-After": "120"}, 3, "retry_after_cap=60s: not waited for"),
+        ({}, 0, "HTTP 429"),  # retries spent: the back-off is held, not waited
+    ],
+    ids=["past the cap", "retries spent"],
+)
+async def test_a_hold_that_cannot_be_placed_keeps_a_final_429(
+    headers: dict[str, str], max_retries: int, why: str
+) -> None:
+    """A 429 that is raised anyway stays the error when its hold fails: no LimiterError
+    in its place, and no retry it would have brought."""
+    limiter = CannotHold()
+    async with (
+        RawServer(default=respond(429, headers=headers)) as server,
+        Client(base_url=server.base_url, limiter=limiter, max_retries=max_retries) as client,
+    ):
+        with pytest.raises(RateLimitError, match=why) as caught:
+            await client.pool("p1")
+    assert caught.value.attempts == 1
+    assert limiter.asked("hold") == 1
+    assert server.count == 1
+
+
+async def test_a_hold_that_cannot_be_placed_before_a_retry_is_the_error_then() -> None:
+    """Before a retry, the hold's failure is the retried error (like a connection failure);
+    after the last attempt, the 429 is raised."""
+    limiter = CannotHold()
+    retried: list[RetryEvent] = []
+    async with (
+        RawServer(default=respond(429, headers={"Retry-After": "0"})) as server,
+        Client(
+            base_url=server.base_url, limiter=limiter, max_retries=2, on_retry=retried.append
+        ) as client,
+    ):
+        with pytest.raises(RateLimitError) as caught:
+            await client.pool("p1")
+    assert [type(event.error) for event in retried] == [LimiterError, LimiterError]
+    assert caught.value.attempts == 3
+    assert server.count == 3
+
+
 async def test_a_limiter_that_hangs_fails_within_the_attempt_timeout() -> None:
     limiter = Broken(failures=1, hang=True)
     async with (
-        FaultServer() as server,
+        RawServer() as server,
         Client(base_url=server.base_url, limiter=limiter, timeout=0.2, max_retries=0) as client,
     ):
         with pytest.raises(LimiterError, match=r"did not answer within 0\.2s"):
@@ -240,7 +294,7 @@ async def test_a_limiter_that_hangs_fails_within_the_attempt_timeout() -> None:
 
 async def test_closing_a_client_leaves_its_limiter_alone() -> None:
     limiter = Broken(failures=0)
-    async with FaultServer() as server:
+    async with RawServer() as server:
         for _ in range(2):
             async with Client(base_url=server.base_url, limiter=limiter) as client:
                 await client.pool("p1")

@@ -41,7 +41,7 @@ from asyncapi_client._decode import (
 )
 from asyncapi_client._models import FrozenDict
 from tests import strategies as wire
-from tests._contract_server import (
+from tests._oracle import (
     DEEP_DECIMAL,
     leaderboard_wire,
     market_wire,
@@ -60,38 +60,6 @@ def dumps(value: Any) -> bytes:
 
 
 Decode = Callable[[bytes], Any]
-
-# (name, decoder of the body, strategy, how the decoded value goes back to a body)
-CASES: list[tuple[str, Decode, Any, Callable[[Any], Any]]] = [
-    ("Token", decoder(Token), wire.tokens(), to_wire),
-    ("Market", decoder(Market), wire.markets(), to_wire),
-    ("Pool", POOL, wire.pools(), to_wire),
-    ("Order", decoder(Order), wire.orders(), to_wire),
-    ("UserProfile", USER, wire.user_profiles(), to_wire),
-    ("LeaderboardEntry", decoder(LeaderboardEntry), wire.leaderboard_entries(), to_wire),
-    ("OrdersPage", ORDERS_PAGE, wire.orders_pages(), to_wire),
-    ("LeaderboardPage", LEADERBOARD_PAGE, wire.leaderboard_pages(), to_wire),
-    ("tokens body", TOKENS, wire.tokens_bodies(), lambda v: {"tokens": to_wire(v)}),
-    ("markets body", MARKETS, wire.markets_bodies(), lambda v: {"markets": to_wire(v)}),
-]
-
-
-@pytest.mark.parametrize(
-    ("decode", "strategy", "back"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
-def test_wire_round_trip(decode: Decode, strategy: Any, back: Callable[[Any], Any]) -> None:
-    """wire dict -> model -> wire dict gives the same JSON: names, types, exact decimals."""
-
-    @ROUND_TRIP
-    @given(strategy)
-    def check(pair: wire.Wire) -> None:
-        sent, expected = pair
-        model = decode(orjson.dumps(sent))
-        assert dumps(back(model)) == dumps(expected)
-        # ...and the wire form decodes to an equal model again.
-        assert decode(orjson.dumps(back(model))) == model
-
-    check()
 
 
 @ROUND_TRIP

@@ -6,7 +6,7 @@ import pytest
 
 from asyncapi_client import Client, Network
 from asyncapi_client._network import HostConfigError
-from tests._contract_server import ContractServer
+from asyncapi_client.testing import FakeServer
 
 MAIN_ENV = "ASYNCAPI_BASE_URL"
 TEST_ENV = "ASYNCAPI_TESTNET_BASE_URL"
@@ -135,7 +135,7 @@ async def test_missing_host_is_a_value_error_at_call_time_naming_argument_and_en
     assert TEST_ENV in str(test.value)
 
 
-async def test_only_the_needed_host_must_be_configured(server: ContractServer) -> None:
+async def test_only_the_needed_host_must_be_configured(server: FakeServer) -> None:
     async with Client(base_url=server.base_url) as client:
         await client.pool("p")  # mainnet is configured: fine
         with pytest.raises(ValueError, match=TEST_ENV):
@@ -145,7 +145,7 @@ async def test_only_the_needed_host_must_be_configured(server: ContractServer) -
         await client.user("u")
         with pytest.raises(ValueError, match=MAIN_ENV):
             await client.user("u", network="mainnet")
-    assert server.operations() == [
+    assert [(r.network, r.operation) for r in server.requests] == [
         ("mainnet", "pool"),
         ("mainnet", "token_markets"),
         ("testnet", "user"),
@@ -162,26 +162,26 @@ async def test_blank_environment_variable_counts_as_not_set(
 
 
 async def test_environment_is_read_when_the_client_is_made(
-    server: ContractServer, monkeypatch: pytest.MonkeyPatch
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(MAIN_ENV, server.base_url)
     client = Client()
     monkeypatch.setenv(MAIN_ENV, "http://127.0.0.1:9")
     async with client:
         await client.pool("p")
-    assert server.operations() == [("mainnet", "pool")]
+    assert [(r.network, r.operation) for r in server.requests] == [("mainnet", "pool")]
 
 
 @pytest.mark.parametrize("network", ["devnet", "", 3])
 async def test_unknown_network_per_call_is_a_value_error_before_any_request(
-    server: ContractServer, network: object
+    server: FakeServer, network: object
 ) -> None:
     async with Client(base_url=server.base_url, testnet_base_url=server.testnet_base_url) as c:
         with pytest.raises(ValueError):
             await c.pool("p", network=network)  # type: ignore[arg-type]
         with pytest.raises(ValueError):
             await c.token_markets("t", network=network)  # type: ignore[arg-type]
-    assert server.seen == []
+    assert server.requests == []
 
 
 def test_host_errors_carry_the_argument_and_the_environment_variable(

@@ -8,15 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncapi_client import Client, DecodeError, NotFoundError, TransportError
-from tests._faultserver import (
-    FaultServer,
-    TraceRecorder,
-    reserve_port,
-    reset_mid_body,
-    respond,
-    settled,
-    stray_tasks,
-)
+from tests._checks import TraceRecorder, settled, stray_tasks
+from tests._rawserver import RawServer, reserve_port, reset_mid_body, respond
 
 SECRET = "Bearer s3cr3t-token-value"
 
@@ -40,7 +33,7 @@ async def test_each_retry_is_logged_at_info_with_reason_attempt_and_wait(
     caplog.set_level(logging.INFO, logger="asyncapi_client")
     script = [respond(503, headers={"Retry-After": "0.2"}), reset_mid_body()]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         await client.pool("p1")
@@ -58,7 +51,7 @@ async def test_each_retry_is_logged_at_info_with_reason_attempt_and_wait(
 async def test_each_request_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="asyncapi_client")
     async with (
-        FaultServer([respond(500)]) as server,
+        RawServer([respond(500)]) as server,
         Client(base_url=server.base_url) as client,
     ):
         client.set_testing(True)
@@ -75,7 +68,7 @@ async def test_header_values_are_never_logged(caplog: pytest.LogCaptureFixture) 
     caplog.set_level(logging.DEBUG)  # every logger, aiohttp's too
     script = [respond(503), respond(429, headers={"Retry-After": "0"}), respond(404)]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, headers={"Authorization": SECRET}) as client,
     ):
         with pytest.raises(NotFoundError) as caught:
@@ -91,8 +84,8 @@ async def test_header_values_are_never_logged(caplog: pytest.LogCaptureFixture) 
 async def test_trace_configs_see_every_attempt_tagged_with_network_operation_and_attempt() -> None:
     trace = TraceRecorder()
     async with (
-        FaultServer([respond(502)]) as main,
-        FaultServer([respond(200, {"markets": []})]) as test,
+        RawServer([respond(502)]) as main,
+        RawServer([respond(200, {"markets": []})]) as test,
         Client(
             base_url=main.base_url, testnet_base_url=test.base_url, trace_configs=[trace.config]
         ) as client,
@@ -116,8 +109,8 @@ async def test_errors_say_which_network_and_url_they_came_from() -> None:
     refused = f"http://127.0.0.1:{sock.getsockname()[1]}"
     try:
         async with (
-            FaultServer(default=respond(404)) as main,
-            FaultServer(default=respond(200, b"not json")) as test,
+            RawServer(default=respond(404)) as main,
+            RawServer(default=respond(200, b"not json")) as test,
             Client(base_url=main.base_url, testnet_base_url=test.base_url) as client,
             Client(base_url=refused, max_retries=0) as nowhere,
         ):

@@ -15,7 +15,9 @@ import aiohttp
 import pytest
 
 from asyncapi_client import Client, RateLimitError, RequestTimeoutError, ServerError
-from tests._faultserver import FaultServer, hang, pool_json, respond, settled, stray_tasks
+from tests._checks import settled, stray_tasks
+from tests._oracle import pool_json
+from tests._rawserver import RawServer, hang, respond
 from tests._walkserver import ADDRESS, FaultSchedule, StaticBoard, WalkServer
 
 
@@ -82,7 +84,7 @@ WINDOW = 0.8
 @pytest.mark.parametrize("status", [429, 503])
 async def test_retry_after_seconds_is_waited_for(status: int) -> None:
     async with (
-        FaultServer([respond(status, headers={"Retry-After": "1"})]) as server,
+        RawServer([respond(status, headers={"Retry-After": "1"})]) as server,
         Client(base_url=server.base_url) as client,
     ):
         await client.pool("p1")
@@ -94,7 +96,7 @@ async def test_retry_after_http_date_is_waited_for() -> None:
     until = math.ceil(time.time()) + 2  # an HTTP date has whole seconds
     header = email.utils.formatdate(until, usegmt=True)
     async with (
-        FaultServer([respond(429, headers={"Retry-After": header})]) as server,
+        RawServer([respond(429, headers={"Retry-After": header})]) as server,
         Client(base_url=server.base_url) as client,
     ):
         await client.pool("p1")
@@ -105,7 +107,7 @@ async def test_retry_after_http_date_is_waited_for() -> None:
 
 async def test_429_without_retry_after_still_backs_off() -> None:
     async with (
-        FaultServer([respond(429)]) as server,
+        RawServer([respond(429)]) as server,
         Client(base_url=server.base_url) as client,
     ):
         await client.pool("p1")
@@ -120,8 +122,8 @@ async def test_a_429_holds_back_every_request_to_that_host_but_not_the_other(
     retry_logged: _RetryLogged,
 ) -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "1"})]) as main,
-        FaultServer() as test,
+        RawServer([respond(429, headers={"Retry-After": "1"})]) as main,
+        RawServer() as test,
         Client(base_url=main.base_url, testnet_base_url=test.base_url) as client,
     ):
         first = asyncio.create_task(client.pool("first"))
@@ -142,7 +144,7 @@ async def test_a_429_holds_back_every_request_to_that_host_but_not_the_other(
 
 async def test_a_held_back_request_that_would_outlive_its_deadline_fails_at_once() -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "5"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "5"})]) as server,
         Client(base_url=server.base_url, max_retries=0) as client,
     ):
         with pytest.raises(RateLimitError):
@@ -157,7 +159,7 @@ async def test_a_held_back_request_that_would_outlive_its_deadline_fails_at_once
 
 async def test_a_hold_longer_than_the_cap_fails_every_request_at_once() -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "120"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "120"})]) as server,
         Client(base_url=server.base_url) as client,
     ):
         with pytest.raises(RateLimitError):
@@ -210,7 +212,7 @@ async def test_requests_held_back_by_a_429_do_not_burst_past_the_rate_when_it_en
     held = asyncio.Event()
     trace, starts = start_recorder()
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "1"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "1"})]) as server,
         Client(
             base_url=server.base_url,
             rate_limit=5,
@@ -258,7 +260,7 @@ async def test_max_connections_bounds_requests_in_flight() -> None:
 
 async def test_deadline_bounds_an_operation_with_retries_pending() -> None:
     async with (
-        FaultServer(default=respond(503)) as server,
+        RawServer(default=respond(503)) as server,
         Client(base_url=server.base_url, deadline=1.0, max_retries=10) as client,
     ):
         started = time.perf_counter()
@@ -274,7 +276,7 @@ async def test_deadline_bounds_an_operation_with_retries_pending() -> None:
 async def test_deadline_bounds_an_attempt_longer_than_it() -> None:
     # timeout bounds one attempt (10 s here), deadline the whole operation (0.5 s).
     async with (
-        FaultServer(default=hang()) as server,
+        RawServer(default=hang()) as server,
         Client(base_url=server.base_url, timeout=10.0, deadline=0.5) as client,
     ):
         started = time.perf_counter()
@@ -286,7 +288,7 @@ async def test_deadline_bounds_an_attempt_longer_than_it() -> None:
 
 async def test_per_call_deadline_overrides_the_clients() -> None:
     async with (
-        FaultServer(default=hang()) as server,
+        RawServer(default=hang()) as server,
         Client(base_url=server.base_url, deadline=30.0) as client,
     ):
         started = time.perf_counter()
@@ -294,7 +296,7 @@ async def test_per_call_deadline_overrides_the_clients() -> None:
             await client.pool("p1", deadline=0.3)
         assert time.perf_counter() - started < 0.3 + 0.3
     async with (
-        FaultServer(default=respond(200, pool_json(), delay=0.4)) as server,
+        RawServer(default=respond(200, pool_json(), delay=0.4)) as server,
         Client(base_url=server.base_url, deadline=0.1) as client,
     ):
         with pytest.raises(RequestTimeoutError):
@@ -322,8 +324,8 @@ async def test_deadline_covers_the_rate_limit_wait() -> None:
 
 async def test_testing_switch_skips_waits_on_that_client_only() -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "30"})]) as fast_server,
-        FaultServer([respond(429, headers={"Retry-After": "1"})]) as slow_server,
+        RawServer([respond(429, headers={"Retry-After": "30"})]) as fast_server,
+        RawServer([respond(429, headers={"Retry-After": "1"})]) as slow_server,
         Client(base_url=fast_server.base_url) as fast,
         Client(base_url=slow_server.base_url) as slow,
     ):
@@ -343,7 +345,7 @@ async def test_testing_switch_skips_waits_on_that_client_only() -> None:
 
 async def test_testing_switch_can_lower_the_attempts() -> None:
     async with (
-        FaultServer(default=respond(503)) as server,
+        RawServer(default=respond(503)) as server,
         Client(base_url=server.base_url) as client,
     ):
         client.set_testing(True, max_retries=1)

@@ -30,7 +30,7 @@ from asyncapi_client import (
     Walk,
 )
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault, WireDict
-from tests._faultserver import settled, stray_tasks
+from tests._checks import settled, stray_tasks
 
 BASE = FakeExchange.generate(seed=5, users=2, orders_per_user=70, leaderboard_size=45)
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

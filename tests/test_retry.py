@@ -26,6 +26,7 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._errors import status_error
+from asyncapi_client._limiters import MAX_HOLD
 from asyncapi_client._network import Network
 from asyncapi_client._retry import Decision, RetryPolicy, decide, mark_final, retryable
 
@@ -205,3 +206,39 @@ def test_a_retry_event_is_frozen() -> None:
     event = RetryEvent("pool", Network.MAINNET, URL, 1, 0.5, DROPPED)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         event.wait = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("attempt", "error", "low", "high"),
+    [
+        (1024, DROPPED, Decision(True, 0.0), Decision(True, 8.0)),
+        (4999, answer(503), Decision(True, 0.0), Decision(True, 8.0)),
+        (1024, answer(429), Decision(True, 4.0, 4.0), Decision(True, 8.0, 8.0)),
+        (5000, answer(503), Decision(False), Decision(False)),
+        (5000, answer(429), Decision(False, hold=4.0), Decision(False, hold=8.0)),
+    ],
+    ids=["dropped 1024", "503 4999", "429 1024", "503 retries spent", "429 retries spent"],
+)
+def test_a_huge_attempt_number_is_capped_not_an_overflow(
+    attempt: int, error: ApiError, low: Decision, high: Decision
+) -> None:
+    """``base * 2**attempt`` overflows a float past attempt ~1023: the step stays at the cap."""
+    policy = RetryPolicy(max_retries=5000)
+    assert decide(policy, error, attempt, Low(), now=NOW) == low
+    assert decide(policy, error, attempt, High(), now=NOW) == high
+    assert decide(policy, error, attempt, random.Random(attempt), now=NOW).wait <= 8.0
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "said"),
+    [("1e13", "10000000000000s"), ("1e16", "1e+16s"), ("1e300", "1e+300s")],
+)
+def test_a_429_past_the_cap_holds_at_most_a_day(retry_after: str, said: str) -> None:
+    """The hold asked of any limiter (the caller's own too) is bounded; the message says
+    what the server asked, in a few characters."""
+    decision = decide(POLICY, answer(429, retry_after), 0, Low(), now=NOW)
+    assert decision.retry is False
+    assert decision.hold == MAX_HOLD
+    assert decision.why == (
+        f"the server asked to wait {said}, longer than retry_after_cap=60s: not waited for"
+    )

@@ -24,7 +24,7 @@ from asyncapi_client import (
     PaginationError,
     Walk,
 )
-from tests._faultserver import assert_clean, settled, stray_tasks
+from tests._checks import assert_clean, settled, stray_tasks
 from tests._walkserver import (
     ADDRESS,
     PagesBoard,

@@ -23,7 +23,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import asyncapi_client
 from asyncapi_client import Client, NotFoundError
-from tests._faultserver import FaultServer, close, pool_json, respond
+from asyncapi_client.testing import FakeServer
+from tests._oracle import pool_json
+from tests._rawserver import RawServer, close, respond
 from tests._walkserver import StaticBoard, WalkServer
 
 EXPORTER = InMemorySpanExporter()
@@ -66,7 +68,7 @@ def points() -> dict[str, list[Any]]:
 
 async def test_a_retried_call_is_one_span_with_a_retry_event() -> None:
     async with (
-        FaultServer([respond(503)], default=respond(200, pool_json("p1"))) as server,
+        RawServer([respond(503)], default=respond(200, pool_json("p1"))) as server,
         Client(base_url=server.base_url, telemetry=True) as client,
     ):
         client.set_testing(True)
@@ -104,7 +106,7 @@ async def test_a_retried_call_is_one_span_with_a_retry_event() -> None:
 async def test_a_failed_call_is_an_error_span_with_its_type() -> None:
     script = [close(), respond(404)]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, testnet_base_url=server.base_url, telemetry=True) as c,
     ):
         c.set_testing(True)
@@ -129,13 +131,16 @@ async def test_a_failed_call_is_an_error_span_with_its_type() -> None:
     }
 
 
-async def test_a_coalesced_pair_is_two_spans_of_one_request() -> None:
+async def test_a_coalesced_pair_is_two_spans_of_one_request(server: FakeServer) -> None:
     async with (
-        FaultServer([respond(200, pool_json("p1"), delay=0.2)]) as server,
         Client(base_url=server.base_url, telemetry=True) as client,
+        server.gate("pool") as gate,
     ):
-        await asyncio.gather(client.pool("p1"), client.with_response.pool("p1"))
-    assert server.count == 1
+        pair_of_calls = asyncio.gather(client.pool("p1"), client.with_response.pool("p1"))
+        await gate.arrived(1)  # both are in flight: the answer is held
+        gate.release()
+        await pair_of_calls
+    assert len(server.requests) == 1
     pair = spans()
     assert [s.name for s in pair] == ["asyncapi_client.pool"] * 2
     assert {dict(s.attributes or {})["asyncapi_client.attempts"] for s in pair} == {1}
@@ -160,7 +165,7 @@ async def test_a_span_is_the_current_span_of_what_the_call_runs() -> None:
     """Spans nest under the caller's span, so a bot's trace shows its API calls."""
     tracer = trace.get_tracer("bot")
     async with (
-        FaultServer() as server,
+        RawServer() as server,
         Client(base_url=server.base_url, telemetry=True) as client,
     ):
         with tracer.start_as_current_span("bot.tick"):

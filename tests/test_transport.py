@@ -1,7 +1,7 @@
 """The session layer (``asyncapi_client/_transport.py``): what goes on the wire per attempt.
 
 Redirects, one request per attempt, failures that cannot heal, cookies. Wire faults are
-played by the raw-socket :class:`~tests._faultserver.FaultServer`, TLS by a throwaway CA.
+played by the raw-socket :class:`~tests._rawserver.RawServer`, TLS by a throwaway CA.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import trustme
 from asyncapi_client import (
     Client,
     Network,
+    NotFoundError,
     RateLimitError,
     Response,
     RetryEvent,
@@ -28,18 +29,10 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
-from tests._contract_server import ContractServer
-from tests._faultserver import (
-    FaultServer,
-    close,
-    pool_json,
-    raw,
-    reserve_port,
-    respond,
-    settled,
-    stray_tasks,
-)
-from tests._rawserver import forward
+from asyncapi_client.testing import FakeExchange, FakeServer, Reply
+from tests._checks import settled, stray_tasks
+from tests._oracle import pool_json
+from tests._rawserver import RawServer, close, forward, raw, reserve_port, respond
 
 KEY = "X-Api-Key"
 SECRET = "k-s3cr3t"
@@ -79,7 +72,7 @@ def client_tls(ca: trustme.CA) -> ssl.SSLContext:
 async def test_a_same_origin_redirect_is_followed_with_the_callers_headers(status: int) -> None:
     script = [respond(status, b"", headers={"Location": "/api/clob/pools/moved"})]
     async with (
-        FaultServer(script, default=respond(200, pool_json("moved"))) as server,
+        RawServer(script, default=respond(200, pool_json("moved"))) as server,
         Client(base_url=server.base_url, headers={KEY: SECRET}) as client,
     ):
         pool = await client.pool("p1")
@@ -93,13 +86,13 @@ async def test_a_same_origin_redirect_is_followed_with_the_callers_headers(statu
 async def test_a_redirect_to_another_origin_is_refused_and_nothing_reaches_it(
     status: int, other: str
 ) -> None:
-    async with FaultServer(default=respond(200, pool_json("theirs"))) as first:
+    async with RawServer(default=respond(200, pool_json("theirs"))) as first:
         # another port on the same host, or the same port on another loopback address
         sock = reserve_port() if other == "port" else reserve_port("127.0.0.2", first.port)
-        async with FaultServer(default=respond(200, pool_json("theirs")), sock=sock) as elsewhere:
+        async with RawServer(default=respond(200, pool_json("theirs")), sock=sock) as elsewhere:
             location = f"{elsewhere.base_url}/api/clob/pools/p1"
             async with (
-                FaultServer(default=respond(status, b"", headers={"Location": location})) as api,
+                RawServer(default=respond(status, b"", headers={"Location": location})) as api,
                 Client(base_url=api.base_url, headers={KEY: SECRET}, max_retries=3) as client,
             ):
                 with pytest.raises(StatusError) as caught:
@@ -119,7 +112,7 @@ async def test_a_redirect_to_another_scheme_or_a_malformed_location_is_refused(
     location: str,
 ) -> None:
     async with (
-        FaultServer(default=respond(302, b"", headers={"Location": location})) as api,
+        RawServer(default=respond(302, b"", headers={"Location": location})) as api,
         Client(base_url=api.base_url, max_retries=3) as client,
     ):
         with pytest.raises(StatusError, match="redirect") as caught:
@@ -132,10 +125,10 @@ async def test_a_redirect_to_another_scheme_or_a_malformed_location_is_refused(
 async def test_https_to_http_is_refused_and_the_key_never_goes_in_clear(
     server_tls: ssl.SSLContext, client_tls: ssl.SSLContext
 ) -> None:
-    async with FaultServer(default=respond(200, pool_json("clear"))) as cleartext:
+    async with RawServer(default=respond(200, pool_json("clear"))) as cleartext:
         location = f"{cleartext.base_url}/api/clob/pools/p1"
         async with (
-            FaultServer(
+            RawServer(
                 default=respond(301, b"", headers={"Location": location}), tls=server_tls
             ) as api,
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_tls)) as session,
@@ -153,10 +146,10 @@ async def test_https_to_http_is_refused_and_the_key_never_goes_in_clear(
 async def test_http_to_https_on_the_same_host_is_followed(
     server_tls: ssl.SSLContext, client_tls: ssl.SSLContext
 ) -> None:
-    async with FaultServer(default=respond(200, pool_json("secure")), tls=server_tls) as secure:
+    async with RawServer(default=respond(200, pool_json("secure")), tls=server_tls) as secure:
         location = f"{secure.base_url}/api/clob/pools/p1"
         async with (
-            FaultServer(default=respond(308, b"", headers={"Location": location})) as api,
+            RawServer(default=respond(308, b"", headers={"Location": location})) as api,
             aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=client_tls)) as session,
             Client(base_url=api.base_url, headers={KEY: SECRET}, session=session) as client,
         ):
@@ -167,13 +160,13 @@ async def test_http_to_https_on_the_same_host_is_followed(
 
 async def test_at_most_five_redirects_are_followed() -> None:
     hops = [respond(302, b"", headers={"Location": f"/api/clob/pools/h{i}"}) for i in range(9)]
-    async with FaultServer(hops) as api, Client(base_url=api.base_url, max_retries=3) as client:
+    async with RawServer(hops) as api, Client(base_url=api.base_url, max_retries=3) as client:
         with pytest.raises(StatusError, match="too many redirects") as caught:
             await client.pool("p1")
     assert api.count == 6  # the request and five hops, not retried
     assert caught.value.status == 302
     async with (
-        FaultServer(hops[:5]) as api,
+        RawServer(hops[:5]) as api,
         Client(base_url=api.base_url, max_retries=3) as client,
     ):
         assert (await client.pool("p1")).pool_id == "p1"  # five hops are fine
@@ -182,7 +175,7 @@ async def test_at_most_five_redirects_are_followed() -> None:
 
 async def test_a_redirect_loop_is_a_status_error_and_not_retried() -> None:
     loop = respond(302, b"", headers={"Location": "/api/clob/pools/p1"})
-    async with FaultServer(default=loop) as api, Client(base_url=api.base_url) as client:
+    async with RawServer(default=loop) as api, Client(base_url=api.base_url) as client:
         with pytest.raises(StatusError, match="too many redirects") as caught:
             await client.pool("p1")
     assert caught.value.status == 302
@@ -191,7 +184,7 @@ async def test_a_redirect_loop_is_a_status_error_and_not_retried() -> None:
 
 async def test_a_redirect_without_location_is_a_status_error() -> None:
     async with (
-        FaultServer(default=respond(302, b"")) as api,
+        RawServer(default=respond(302, b"")) as api,
         Client(base_url=api.base_url, max_retries=3) as client,
     ):
         with pytest.raises(StatusError) as caught:
@@ -207,7 +200,7 @@ async def test_a_redirect_without_location_is_a_status_error() -> None:
 async def test_a_server_that_drops_every_connection_sees_one_request_per_attempt(
     own_session: bool,
 ) -> None:
-    async with FaultServer(default=close()) as server:
+    async with RawServer(default=close()) as server:
         session = None if own_session else aiohttp.ClientSession()
         try:
             async with Client(base_url=server.base_url, max_retries=3, session=session) as client:
@@ -231,7 +224,7 @@ async def test_a_callers_session_keeps_its_own_middlewares() -> None:
         return await handler(request)
 
     async with (
-        FaultServer([close()]) as server,
+        RawServer([close()]) as server,
         aiohttp.ClientSession(middlewares=(middleware,)) as session,
         Client(base_url=server.base_url, session=session) as client,
     ):
@@ -239,6 +232,33 @@ async def test_a_callers_session_keeps_its_own_middlewares() -> None:
         assert (await client.pool("p1")).pool_id == "p1"
     assert server.count == 2
     assert seen == [f"{server.base_url}/api/clob/pools/p1"] * 2
+
+
+@pytest.mark.parametrize(
+    ("status", "retried", "error"),
+    [(503, True, None), (429, True, None), (404, False, NotFoundError)],
+    ids=["503", "429", "404"],
+)
+async def test_a_callers_session_with_raise_for_status_keeps_our_status_handling(
+    status: int, retried: bool, error: type[StatusError] | None
+) -> None:
+    """aiohttp's ``raise_for_status=True`` on the caller's session must not turn a 503 or a
+    429 into a final "malformed HTTP response", nor lose the status of a 404."""
+    async with (
+        FakeServer(FakeExchange.generate(seed=1)) as server,
+        aiohttp.ClientSession(raise_for_status=True) as session,
+        Client(base_url=server.base_url, session=session, max_retries=2) as client,
+    ):
+        client.set_testing(True)
+        server.script("tokens", Reply(status), Reply(200))
+        if error is None:
+            assert await client.tokens()
+        else:
+            with pytest.raises(error) as caught:
+                await client.tokens()
+            assert caught.value.status == status
+            assert caught.value.attempts == 1
+        assert len(server.requests) == (2 if retried else 1)
 
 
 # --- failures that cannot heal ----------------------------------------------------------------
@@ -256,7 +276,7 @@ MALFORMED = {
 @pytest.mark.parametrize("answer", MALFORMED.values(), ids=MALFORMED.keys())
 async def test_a_malformed_response_is_raised_at_once(answer: bytes) -> None:
     async with (
-        FaultServer(default=raw(answer)) as server,
+        RawServer(default=raw(answer)) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         with pytest.raises(TransportError, match="malformed HTTP response"):
@@ -268,7 +288,7 @@ async def test_a_certificate_that_does_not_verify_is_raised_at_once(
     server_tls: ssl.SSLContext,
 ) -> None:
     async with (
-        FaultServer(default=respond(200, pool_json()), tls=server_tls) as server,
+        RawServer(default=respond(200, pool_json()), tls=server_tls) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         with pytest.raises(TransportError, match="certificate") as caught:
@@ -285,8 +305,8 @@ async def test_the_clients_own_session_keeps_no_cookies() -> None:
     set_cookie = {"Set-Cookie": "session=abc; Path=/"}
     # Host names, not IP addresses: aiohttp's default jar ignores cookies of IP hosts.
     async with (
-        FaultServer(default=respond(200, pool_json(), headers=set_cookie)) as main,
-        FaultServer(default=respond(200, {"markets": []}, headers=set_cookie)) as test,
+        RawServer(default=respond(200, pool_json(), headers=set_cookie)) as main,
+        RawServer(default=respond(200, {"markets": []}, headers=set_cookie)) as test,
         Client(
             base_url=f"http://localhost:{main.port}",
             testnet_base_url=f"http://localhost:{test.port}",
@@ -312,7 +332,7 @@ async def test_with_response_gives_the_value_and_the_answer_it_came_from() -> No
     body = json.dumps(pool_json("p1"), indent=1).encode()  # exactly as sent, spaces and all
     answer = _answer(body, ("X-Request-Id", "r-1"), ("Link", "<a>"), ("Link", "<b>"))
     async with (
-        FaultServer([respond(503)], default=raw(answer)) as server,
+        RawServer([respond(503)], default=raw(answer)) as server,
         Client(base_url=server.base_url) as client,
     ):
         client.set_testing(True)
@@ -334,7 +354,7 @@ async def test_with_response_gives_the_value_and_the_answer_it_came_from() -> No
 
 
 async def test_with_response_offers_every_operation_with_the_same_arguments(
-    server: ContractServer, client: Client
+    server: FakeServer, client: Client
 ) -> None:
     tokens = await client.with_response.tokens(search="ETH")
     markets = await client.with_response.token_markets("0xabc")
@@ -353,17 +373,19 @@ async def test_with_response_offers_every_operation_with_the_same_arguments(
         await client.with_response.pool("")
 
 
-async def test_coalesced_callers_each_get_a_response_for_the_shared_request() -> None:
-    async with (
-        FaultServer([respond(200, pool_json("p1"), delay=0.2)]) as server,
-        Client(base_url=server.base_url) as client,
-    ):
-        first, second, value = await asyncio.gather(
+async def test_coalesced_callers_each_get_a_response_for_the_shared_request(
+    server: FakeServer,
+) -> None:
+    async with Client(base_url=server.base_url) as client, server.gate("pool") as gate:
+        calls = asyncio.gather(
             client.with_response.pool("p1"),
             client.with_response.pool("p1"),
             client.pool("p1"),
         )
-    assert server.count == 1
+        await gate.arrived(1)  # all three are in flight: the answer is held
+        gate.release()
+        first, second, value = await calls
+    assert len(server.requests) == 1
     assert first.value is second.value is value
     assert first.status == second.status == 200
     assert first.attempts == second.attempts == 1
@@ -372,7 +394,7 @@ async def test_coalesced_callers_each_get_a_response_for_the_shared_request() ->
 async def test_a_redirected_response_says_where_it_came_from() -> None:
     script = [respond(302, b"", headers={"Location": "/api/clob/pools/moved"})]
     async with (
-        FaultServer(script, default=respond(200, pool_json("moved"))) as server,
+        RawServer(script, default=respond(200, pool_json("moved"))) as server,
         Client(base_url=server.base_url) as client,
     ):
         response = await client.with_response.pool("p1")
@@ -385,7 +407,7 @@ async def test_a_redirected_response_says_where_it_came_from() -> None:
 
 async def test_an_error_before_any_request_made_no_attempt() -> None:
     async with (
-        FaultServer([respond(429, headers={"Retry-After": "120"})]) as server,
+        RawServer([respond(429, headers={"Retry-After": "120"})]) as server,
         Client(base_url=server.base_url) as client,
     ):
         with pytest.raises(RateLimitError) as first:
@@ -404,7 +426,7 @@ async def test_on_retry_sees_each_retry_before_its_wait() -> None:
     events: list[RetryEvent] = []
     script = [respond(503, headers={"Retry-After": "0.05"}), close()]
     async with (
-        FaultServer(script) as server,
+        RawServer(script) as server,
         Client(base_url=server.base_url, on_retry=events.append) as client,
     ):
         await client.pool("p1")
@@ -427,7 +449,7 @@ async def test_an_on_retry_that_raises_is_logged_and_ignored(
         raise RuntimeError("hook bug")
 
     async with (
-        FaultServer([respond(503)]) as server,
+        RawServer([respond(503)]) as server,
         Client(base_url=server.base_url, on_retry=broken) as client,
     ):
         client.set_testing(True)
@@ -449,7 +471,7 @@ def test_on_retry_must_be_a_plain_function(hook: object) -> None:
 
 async def test_testing_mode_leaves_the_clients_settings_alone() -> None:
     async with (
-        FaultServer(default=respond(503)) as server,
+        RawServer(default=respond(503)) as server,
         Client(base_url=server.base_url, max_retries=3) as client,
     ):
         client.set_testing(True, max_retries=0)
@@ -499,8 +521,8 @@ def test_a_client_used_from_a_second_event_loop_says_so() -> None:
 
 async def test_a_proxy_carries_every_request() -> None:
     async with (
-        FaultServer(default=respond(200, pool_json("p1"))) as api,
-        FaultServer(default=forward()) as proxy,
+        RawServer(default=respond(200, pool_json("p1"))) as api,
+        RawServer(default=forward()) as proxy,
         Client(base_url=api.base_url, proxy=proxy.base_url, headers={KEY: SECRET}) as client,
     ):
         await client.pool("p1")
@@ -519,8 +541,8 @@ async def test_trust_env_reads_http_proxy_from_the_environment(
     for name in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     async with (
-        FaultServer(default=respond(200, pool_json("p1"))) as api,
-        FaultServer(default=forward()) as proxy,
+        RawServer(default=respond(200, pool_json("p1"))) as api,
+        RawServer(default=forward()) as proxy,
     ):
         monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
         monkeypatch.setenv("http_proxy", proxy.base_url)
@@ -537,7 +559,7 @@ async def test_ssl_takes_a_context_that_trusts_your_own_ca(
     server_tls: ssl.SSLContext, client_tls: ssl.SSLContext
 ) -> None:
     async with (
-        FaultServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
+        RawServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
         Client(base_url=api.base_url, ssl=client_tls) as trusting,
         Client(base_url=api.base_url, max_retries=0) as default,
     ):
@@ -550,7 +572,7 @@ async def test_ssl_takes_a_context_that_trusts_your_own_ca(
 
 async def test_ssl_false_turns_verification_off(server_tls: ssl.SSLContext) -> None:
     async with (
-        FaultServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
+        RawServer(default=respond(200, pool_json("p1")), tls=server_tls) as api,
         Client(base_url=api.base_url, ssl=False) as client,
     ):
         assert (await client.pool("p1")).pool_id == "p1"

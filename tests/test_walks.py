@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncapi_client import Client, LeaderboardEntry, Order, PaginationError
-from tests._faultserver import settled, stray_tasks
+from tests._checks import settled, stray_tasks
 from tests._walkserver import ADDRESS, PagesBoard, Seen, WalkServer
 
 #: A total that claims a billion pages of 10.
@@ -217,6 +217,43 @@ async def test_a_repeated_64_kib_cursor_is_still_detected() -> None:
             await collect_orders(client, got, page_size=2)
     assert len(got) == 8
     assert len(server.seen) == 4
+
+
+async def test_a_server_ignoring_the_cursor_raises_pagination_error_naming_the_cursor() -> None:
+    """Same orders each page, a fresh cursor each time: without the check, a walk forever."""
+    async with (
+        WalkServer(orders=1000, ignore_cursor=True, max_requests=20) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got: list[Order] = []
+        with pytest.raises(PaginationError, match="ignore the cursor") as caught:
+            await collect_orders(client, got, page_size=3)
+    assert "'c/3+='" in str(caught.value)  # the cursor of the page that brought nothing new
+    assert [order.transaction_id for order in got] == ["tx00000", "tx00001", "tx00002"]
+    assert len(server.seen) == 2
+
+
+async def test_a_cursor_page_that_overlaps_the_one_before_but_brings_more_walks_on() -> None:
+    async with (
+        WalkServer(orders=9, overlap=2) as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got: list[Order] = []
+        await collect_orders(client, got, page_size=3)
+    ids = [order.transaction_id for order in got]
+    assert ids[:6] == ["tx00000", "tx00001", "tx00002", "tx00001", "tx00002", "tx00003"]
+    assert ids[-1] == "tx00008"
+
+
+async def test_an_empty_cursor_page_still_simply_ends_the_walk() -> None:
+    async with (
+        WalkServer(orders=6, last_page="empty_page") as server,
+        Client(base_url=server.base_url) as client,
+    ):
+        got: list[Order] = []
+        await collect_orders(client, got, page_size=3)
+    assert len(got) == 6
+    assert len(server.seen) == 3  # two full pages, then the empty one
 
 
 # --- issue 15: the Walk object ----------------------------------------------------------------

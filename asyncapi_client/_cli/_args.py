@@ -204,7 +204,10 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
         "--wide",
         action="store_true",
         default=default(False),
-        help="tables show ids in full even when wider than the terminal",
+        help=(
+            "tables show ids in full even when wider than the terminal, and text cells "
+            "up to 1,000 characters (else 80)"
+        ),
     )
     group.add_argument(
         "--timeout",

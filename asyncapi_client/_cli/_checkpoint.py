@@ -12,10 +12,14 @@ from pathlib import Path
 
 from ._args import UsageError
 
-__all__ = ["CheckpointFile"]
+__all__ = ["CheckpointFile", "CheckpointWriteError"]
 
 #: A checkpoint is a few hundred bytes; anything much larger is not one of ours.
 _MAX_BYTES = 1 << 20
+
+
+class CheckpointWriteError(Exception):
+    """The checkpoint could not be saved mid-walk (a full disk): one line on stderr, exit 1."""
 
 
 class CheckpointFile:
@@ -52,9 +56,17 @@ class CheckpointFile:
             raise UsageError(f"--checkpoint {self.path}: cannot write it: {exc.strerror}") from None
 
     def save(self, text: str) -> None:
-        """Replace the checkpoint with ``text``, atomically and durably."""
-        self._write(self._temporary, text)
-        os.replace(self._temporary, self.path)
+        """Replace the checkpoint with ``text``, atomically and durably.
+
+        On failure FILE still holds the previous checkpoint, of an item already written.
+        """
+        try:
+            self._write(self._temporary, text)
+            os.replace(self._temporary, self.path)
+        except OSError as exc:
+            self._temporary.unlink(missing_ok=True)
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise CheckpointWriteError(f"--checkpoint {self.path}: {reason}") from None
 
     def remove(self) -> None:
         """The walk completed: no checkpoint is left behind."""

@@ -16,8 +16,9 @@ from asyncapi_client._retry import RetryEvent
 
 from . import _commands, _fake
 from ._args import PROG, ShowVersion, UsageError, build_parser
+from ._checkpoint import CheckpointWriteError
 from ._commands import Context
-from ._render import Output, isatty, renderer
+from ._render import Output, OutputWriteError, isatty, renderer, writing
 from ._text import OutputError, visible
 
 __all__ = ["main"]
@@ -45,9 +46,20 @@ def _version() -> str:
     return f"{PROG} {__version__}"
 
 
+#: An error or retry line is cut to this many characters (head and tail kept): a server's
+#: text in an error message never makes a long line.
+MAX_ERROR_LINE: Final = 2000
+
+
 def _line(text: str) -> str:
-    """Text as one line a terminal shows as text: blanks collapsed, controls escaped."""
-    return visible(" ".join(text.split()))
+    """Text as one bounded line a terminal shows as text: blanks collapsed, controls escaped,
+    the middle cut past :data:`MAX_ERROR_LINE` (less the prefix the line gets)."""
+    limit = MAX_ERROR_LINE - len(f"{PROG}: error: ")
+    text = visible(" ".join(text.split()))
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 4
+    return text[:head] + "…" + text[len(text) - (limit - head - 1) :]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -152,16 +164,38 @@ def main(
         err_stream.flush()
         return status
 
+    def cannot_write(exc: OutputWriteError) -> int:
+        _silence(out_stream)  # what is still buffered goes nowhere, not to a failing flush
+        return fail(f"cannot write the output: {_one_line(exc)}", EXIT_API_ERROR)
+
+    def done(status: int) -> int:
+        """``status``, once everything written is flushed (or failed to be, in one line)."""
+        try:
+            with writing():
+                out_stream.flush()
+        except BrokenPipeError:
+            _silence(out_stream)
+        except OutputWriteError as exc:
+            return cannot_write(exc)
+        return status
+
     parser = build_parser(out_stream, dict(_COMMANDS))
     try:
-        args = parser.parse_args(arguments)
+        with writing():
+            args = parser.parse_args(arguments)
     except ShowVersion:
-        out_stream.write(_version() + "\n")
-        return EXIT_OK
+        try:
+            with writing():
+                out_stream.write(_version() + "\n")
+        except OutputWriteError as exc:
+            return cannot_write(exc)
+        return done(EXIT_OK)
     except UsageError as exc:
         return fail(_one_line(exc), EXIT_USAGE, exc.usage)
     except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+        return done(exc.code if isinstance(exc.code, int) else EXIT_OK)
+    except OutputWriteError as exc:  # --help to a full disk
+        return cannot_write(exc)
 
     # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
     piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
@@ -186,6 +220,10 @@ def main(
         return fail(_one_line(exc), EXIT_USAGE)
     except OutputError as exc:
         return fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
+    except OutputWriteError as exc:
+        return cannot_write(exc)
+    except CheckpointWriteError as exc:
+        return fail(f"cannot save the checkpoint: {_one_line(exc)}", EXIT_API_ERROR)
     except RecursionError:
         return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
     except KeyboardInterrupt:
@@ -197,4 +235,6 @@ def main(
         out.flush()
     except BrokenPipeError:
         _silence(out_stream)
+    except OutputWriteError as exc:
+        return cannot_write(exc)
     return status

@@ -11,7 +11,8 @@ import functools
 import io
 import time
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, Any, ClassVar, Final
 
 import attrs
@@ -27,12 +28,22 @@ from asyncapi_client._models import (
     UserProfile,
 )
 
-from ._table import Cells, Column, Table, generic_columns, number
+from ._table import (
+    MAX_TEXT_CELL,
+    MAX_WIDE_TEXT_CELL,
+    Cells,
+    Column,
+    Table,
+    generic_columns,
+    number,
+)
 from ._text import dumps, plain, tty_safe_json, visible
 
-__all__ = ["FORMATS", "Kind", "Output", "Renderer", "WalkWriter", "renderer"]
+__all__ = ["FORMATS", "Kind", "Output", "OutputWriteError", "Renderer", "WalkWriter", "renderer"]
 
 FORMATS: Final = ("json", "jsonl", "table", "csv")
+#: A table spells the next page's cursor only up to this length (JSON always has it whole).
+MAX_CURSOR_SHOWN: Final = 1000
 
 
 # --- what is being shown ------------------------------------------------------------------
@@ -119,6 +130,24 @@ def _encodable(text: str, encoding: str, fallback: str) -> str:
     return text
 
 
+class OutputWriteError(Exception):
+    """stdout could not be written (a full disk, an I/O error): one line on stderr, exit 1.
+
+    A reader that went away (:class:`BrokenPipeError`) is not one: that ends quietly.
+    """
+
+
+@contextmanager
+def writing() -> Iterator[None]:
+    """Turns an :class:`OSError` writing stdout into :class:`OutputWriteError`."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputWriteError(exc.strerror or str(exc) or type(exc).__name__) from exc
+
+
 class Output:
     """stdout as the renderers use it: bytes or lines, flushed after each batch."""
 
@@ -129,26 +158,32 @@ class Output:
         self.encoding = getattr(stdout, "encoding", None) or "utf-8"
         self.tty = isatty(stdout)
         self.width = None if wide else width
-        self.cells = Cells(ellipsis=_encodable("…", self.encoding, "..."))
+        self.cells = Cells(
+            ellipsis=_encodable("…", self.encoding, "..."),
+            max_text=MAX_WIDE_TEXT_CELL if wide else MAX_TEXT_CELL,
+        )
         self.rule = _encodable("─", self.encoding, "-")
 
     def write_bytes(self, data: bytes) -> None:
-        if self._binary is not None:
-            self._binary.write(data)
-        else:
-            self.text.write(data.decode())
+        with writing():
+            if self._binary is not None:
+                self._binary.write(data)
+            else:
+                self.text.write(data.decode())
 
     def write_lines(self, lines: Iterable[str]) -> None:
         text = "".join(line + "\n" for line in lines)
-        if self._binary is not None:
-            self._binary.write(text.encode(self.encoding, errors="replace"))
-        else:
-            self.text.write(text)
+        with writing():
+            if self._binary is not None:
+                self._binary.write(text.encode(self.encoding, errors="replace"))
+            else:
+                self.text.write(text)
 
     def flush(self) -> None:
-        if self._binary is not None:
-            self._binary.flush()
-        self.text.flush()
+        with writing():
+            if self._binary is not None:
+                self._binary.flush()
+            self.text.flush()
 
     def table(self, columns: Sequence[Column]) -> Table:
         return Table(columns, self.cells, self.rule, self.width)
@@ -408,7 +443,15 @@ class TableRenderer(Renderer):
     def page(self, kind: Kind, page: OrdersPage | LeaderboardPage, items: Sequence[object]) -> None:
         self.records(kind, items)
         if isinstance(page, OrdersPage):
-            if page.cursor:
+            if page.cursor and len(page.cursor) > MAX_CURSOR_SHOWN:  # a hostile server's
+                self.out.write_lines(
+                    [
+                        "(more orders on further pages: add --all to get them all; the next "
+                        f"page's cursor is {len(page.cursor):,} characters long: see it with "
+                        "--format json)"
+                    ]
+                )
+            elif page.cursor:
                 self.out.write_lines(
                     [
                         "(more orders on further pages: add --all to get them all, or "
@@ -440,15 +483,16 @@ class TableRenderer(Renderer):
         return [f"{key.ljust(width)}  {value}" for key, value in pairs]
 
     def _token(self, token: Token) -> str:
-        cells = self.out.cells
-        name = visible(f"{token.symbol} ({token.name}, {token.decimals} decimals)")
-        return f"{name} {cells.id(token.address)}"
+        text = self.out.cells.text
+        name = f"{text(token.symbol)} ({text(token.name)}, {token.decimals} decimals)"
+        return f"{name} {self.out.cells.id(token.address)}"
 
     def _pool(self, pool: Pool) -> list[str]:
-        pair = visible(f"{pool.base_token.symbol}/{pool.quote_token.symbol}")
+        text = self.out.cells.text
+        pair = f"{text(pool.base_token.symbol)}/{text(pool.quote_token.symbol)}"
         return self._block(
             [
-                ("pool", visible(pool.pool_id)),
+                ("pool", self.out.cells.id(pool.pool_id)),
                 ("pair", pair),
                 ("base token", self._token(pool.base_token)),
                 ("quote token", self._token(pool.quote_token)),
@@ -462,7 +506,7 @@ class TableRenderer(Renderer):
     def _user(self, profile: UserProfile) -> list[str]:
         lines = self._block(
             [
-                ("address", visible(profile.address)),
+                ("address", self.out.cells.id(profile.address)),
                 ("balances", f"{len(profile.balances):,}"),
                 ("orders", f"{len(profile.orders):,}"),
                 ("positions", f"{len(profile.positions):,}"),

@@ -13,13 +13,34 @@ import attrs
 
 from ._text import decimal_text, dumps, plain, visible
 
-__all__ = ["Cells", "Column", "Table", "generic_columns", "number"]
+__all__ = [
+    "MAX_FREE_FORM_CELL",
+    "MAX_FREE_FORM_COLUMNS",
+    "MAX_NUMBER_CELL",
+    "MAX_TEXT_CELL",
+    "MAX_WIDE_TEXT_CELL",
+    "Cells",
+    "Column",
+    "Table",
+    "generic_columns",
+    "number",
+]
 
 _NUMERIC_TEXT: Final = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?").fullmatch
 #: A number written with digits and at most one point: aligned on the point in tables.
 _POINT_ALIGNED: Final = re.compile(r"[+-]?[\d,]*(\.\d*)?").fullmatch
 #: A free-form value (a nested object) is cut to this many characters in a table cell.
 MAX_FREE_FORM_CELL: Final = 120
+#: A text cell, an id or a header is cut to this many characters (ids keep head and tail).
+MAX_TEXT_CELL: Final = 80
+#: The same with ``--wide``: wide, but still bounded (a table never holds a 5 MB name).
+MAX_WIDE_TEXT_CELL: Final = 1000
+#: A number is shown exact; past this many characters (never for a decimal the CLI prints:
+#: those are bounded shorter) it is cut like text.
+MAX_NUMBER_CELL: Final = 300
+#: Free-form records (balances, positions) show at most this many fields as columns; the
+#: rest go, as compact JSON, into one last column.
+MAX_FREE_FORM_COLUMNS: Final = 16
 
 
 @attrs.frozen
@@ -57,20 +78,35 @@ class Cells:
     """Turns values into cells: ids, exact decimals, readable floats, UTC times.
 
     Every text the server sent is passed through :func:`visible`: no control or escape
-    character reaches the terminal. ``full_ids=False`` shortens long ids to head…tail.
+    character reaches the terminal, and is cut to ``max_text`` characters: a cell's size
+    never depends on what the server sends. ``full_ids=False`` shortens long ids to head…tail.
     """
 
     ellipsis: str = "…"
     full_ids: bool = True
     keep_head: int = 6
     keep_tail: int = 4
+    max_text: int = MAX_TEXT_CELL
+
+    def text(self, text: str) -> str:
+        """Server text made visible and cut to ``max_text`` characters, ending in ``…``."""
+        shown = visible(text[: self.max_text + 1])  # never escapes a megabyte to cut it
+        if len(shown) <= self.max_text:
+            return shown
+        return shown[: self.max_text - len(self.ellipsis)] + self.ellipsis
 
     def id(self, text: str) -> str:
-        """An id in full, or (``full_ids`` off) as its head and tail: ``0x12ab…cd34``."""
-        text = visible(text)
-        if self.full_ids or len(text) <= self.keep_head + self.keep_tail + 3:
-            return text
-        return text[: self.keep_head] + self.ellipsis + text[-self.keep_tail :]
+        """An id in full (up to ``max_text``), or (``full_ids`` off, or longer than
+        ``max_text``) as its head and tail: ``0x12ab…cd34``."""
+        if self.full_ids and len(text) <= self.max_text:
+            shown = visible(text)
+            if len(shown) <= self.max_text:
+                return shown
+        head = self.keep_head if not self.full_ids else self.max_text // 2
+        tail = self.keep_tail if not self.full_ids else self.max_text - head - len(self.ellipsis)
+        if len(text) <= head + tail + 3:
+            return visible(text)
+        return visible(text[:head]) + self.ellipsis + visible(text[-tail:])
 
     def cell(self, value: object, kind: str) -> Cell:
         if kind == "auto":
@@ -80,15 +116,22 @@ class Cells:
         if kind == "id":
             return Cell(self.id(str(value)))
         if kind == "decimal":  # exact, as the server wrote it
-            text = decimal_text(value) if isinstance(value, Decimal) else visible(str(value))
-            return _numeric_cell(text)
+            if isinstance(value, Decimal):
+                return self._number(decimal_text(value))
+            return self._number(str(value))
         if kind == "number" and isinstance(value, int | float) and not isinstance(value, bool):
-            return _numeric_cell(number(value))
+            return self._number(number(value))
         if kind == "time" and isinstance(value, int | float) and not isinstance(value, bool):
             return Cell(_timestamp(value))
         if isinstance(value, Mapping | list | tuple):
             return Cell(self.free_form(value))
-        return Cell(visible(str(value)))
+        return Cell(self.text(str(value)))
+
+    def _number(self, text: str) -> Cell:
+        """A number's exact text, aligned on its point; cut like text past MAX_NUMBER_CELL."""
+        if len(text) > MAX_NUMBER_CELL:
+            return Cell(attrs.evolve(self, max_text=MAX_NUMBER_CELL).text(text))
+        return _numeric_cell(visible(text))
 
     def free_form(self, value: object) -> str:
         """A nested value as compact JSON, cut short for a table (any depth)."""
@@ -167,15 +210,16 @@ class Table:
     """An aligned table, fed all at once or batch after batch (a walk that streams).
 
     Widths come from the header and the first batch: a page of a walk is a good sample, and
-    the header stays aligned with the rows. A later value that is wider is never cut; only
-    its own row shifts. Numbers are right-aligned on their decimal point. When ``width`` is
-    given and full ids would make the first batch wider, ids are shortened for the table.
+    the header stays aligned with the rows. A later value that is wider shifts its own row;
+    every cell is cut to its bound (see :class:`Cells`), so no row is longer than that.
+    Numbers are right-aligned on their decimal point. When ``width`` is given and full ids
+    would make the first batch wider, ids are shortened for the table.
     """
 
     def __init__(
         self, columns: Sequence[Column], cells: Cells, rule: str, width: int | None = None
     ) -> None:
-        self._columns = columns
+        self._columns = [attrs.evolve(col, header=cells.text(col.header)) for col in columns]
         self._cells = cells
         self._rule = rule
         self._max_width = width
@@ -242,15 +286,28 @@ class Table:
 
 
 def generic_columns(records: Sequence[Mapping[str, Any]]) -> list[Column]:
-    """Columns for objects whose fields the spec does not show: every key, first seen first."""
+    """Columns for objects whose fields the spec does not show: each key, first seen first,
+    up to :data:`MAX_FREE_FORM_COLUMNS`; any further fields share one last column, as JSON."""
     keys: dict[str, None] = {}
     for record in records:
         keys.update(dict.fromkeys(str(k) for k in record))
-    return [Column(visible(key), _field(key), "auto") for key in keys]
+    shown = list(keys)[:MAX_FREE_FORM_COLUMNS]
+    columns = [Column(key, _field(key), "auto") for key in shown]
+    if len(keys) > len(shown):
+        columns.append(Column(f"+{len(keys) - len(shown):,} more fields", _rest(set(shown))))
+    return columns
 
 
 def _field(key: str) -> Callable[[Mapping[str, Any]], object]:
     def get(record: Mapping[str, Any]) -> object:
         return record.get(key)
+
+    return get
+
+
+def _rest(shown: set[str]) -> Callable[[Mapping[str, Any]], object]:
+    def get(record: Mapping[str, Any]) -> object:
+        rest = {str(k): v for k, v in record.items() if str(k) not in shown}
+        return rest or None
 
     return get
