@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKERS = 4
 #: A run's bound beyond its length (a loaded machine is slow, but nothing may hang).
 RUN_TIMEOUT = 30.0
+#: Calls each worker keeps going in the quota run.
+QUOTA_CONCURRENCY = 3
 
 
 @pytest.fixture
@@ -184,7 +186,7 @@ async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
         redis_url,
         rates=[(20, 1.0), (1, 0.05)],
         seconds=seconds,
-        concurrency=3,
+        concurrency=QUOTA_CONCURRENCY,
         name="quota",
     )
     log = [r for r in server.requests[before:] if r.operation == "tokens"]
@@ -199,7 +201,10 @@ async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
     assert min(per_worker.values()) >= len(log) / WORKERS / 2, per_worker
     for report in reports:
         assert report["errors"] == {}
-        assert report["ok"] == per_worker[str(report["worker"])]
+        # the server may have answered calls that the end of the run then cancelled (at most
+        # the worker's concurrency); nothing else may differ
+        served = per_worker[str(report["worker"])]
+        assert report["ok"] <= served <= report["ok"] + QUOTA_CONCURRENCY, (report, served)
         assert report["tasks_left"] == 0
 
 
