@@ -27,9 +27,9 @@ finite decimal numbers are errors.
 from __future__ import annotations
 
 import collections.abc
+import decimal
+import functools
 import itertools
-import operator
-import re
 import textwrap
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -430,15 +430,16 @@ for _cls in _MODELS:
     _generate(_cls, _GENERATED)
 
 
-# --- the accelerated path: msgspec parses, checks types and builds the models in C ----------
+# --- the accelerated path: msgspec parses and checks types, generated code builds -----------
 #
 # msgspec cannot hold every rule (it reads Decimal("NaN"), " 1" and "1_000", takes ints of
 # any size, and cannot rename attrs fields), so it gets a mirror of each model as a Struct
 # whose fields are only what it checks exactly as the rules do: strings, 64-bit ints, floats
-# (ints become floats), nulls. Decimals stay text until they are checked here (plain digits
-# and a dot, at most 128 characters: the rules' own inline case); enums stay text until
-# convert() looks them up or, for a value the enum does not know, calls the open enum.
-# Whatever the mirror refuses goes the general way, which accepts or explains.
+# (ints become floats), nulls, and the open enums (msgspec looks known values up and calls
+# ``_missing_`` for the rest, as the enum itself does). Decimals stay text until they are
+# checked here (plain digits and a dot, at most 128 characters: the rules' own inline case).
+# A function generated per model then builds the attrs models from the mirror. Whatever the
+# mirror or the check refuses goes the general way, which accepts or explains.
 #
 # One difference is deliberate: msgspec skips the fields the client does not know without
 # converting their numbers, so a number too large for a float (1e400) in such a field is
@@ -461,29 +462,22 @@ class _Unsupported(Exception):
     """A model the accelerated path does not mirror (free-form records, nested sequences)."""
 
 
-def _mirror(cls: type, top: bool, decimals: list[str]) -> Any:
-    """A msgspec Struct with the wire names of ``cls``; ``decimals`` gets the decimal fields'
-    attribute names (``price``, ``base_token.total_supply``) for the text check."""
+def _mirror(cls: type, top: bool) -> Any:
+    """A msgspec Struct with the wire names of ``cls`` (its attribute names are the model's)."""
     hints = typing.get_type_hints(cls)
     fields: list[Any] = []
     for field in attrs.fields(cls):
         type_ = hints[field.name]
         if (cls, field.name) in _FIELD_RULES and not top:  # pragma: no cover - none today
             raise _Unsupported(f"{cls.__name__}.{field.name}")  # its fix would not be applied
-        if type_ is Decimal:
-            decimals.append(field.name)
         if type_ in _MIRROR_LEAVES:
             mirrored = _MIRROR_LEAVES[type_]
         elif type_ in _ENUMS:
-            mirrored = str
+            mirrored = type_
         elif type_ in _WIRE_NAMES:
-            inner: list[str] = []
-            mirrored = _mirror(type_, False, inner)
-            decimals.extend(f"{field.name}.{name}" for name in inner)
+            mirrored = _mirror(type_, False)
         elif _is_sequence(type_) and top and typing.get_args(type_)[0] in _WIRE_NAMES:
-            inner = []
-            mirrored = list[_mirror(typing.get_args(type_)[0], False, inner)]  # type: ignore[misc]
-            decimals.extend(f"{field.name}[].{name}" for name in inner)
+            mirrored = list[_mirror(typing.get_args(type_)[0], False)]  # type: ignore[misc]
         else:
             raise _Unsupported(f"{cls.__name__}.{field.name}: {type_!r}")
         if field.default is attrs.NOTHING:
@@ -495,100 +489,180 @@ def _mirror(cls: type, top: bool, decimals: list[str]) -> Any:
     )
 
 
-_PLAIN_DIGITS: Final = re.compile(r"[0-9.]*").fullmatch
+#: What a decimal text may hold on the accelerated path (the rule's inline case); the texts
+#: of a body are joined, encoded and stripped of these bytes: anything left refuses the body.
+_DIGITS_AND_DOT_BYTES: Final = _DIGITS_AND_DOT.encode()
 
 
-def _decimal_check(decimals: list[str]) -> Callable[[Any], Any]:
-    """``check(s) -> s``: raise unless every decimal text of the mirror ``s`` is plain digits
-    and dots (the inline case of the Decimal rule; the mirror bounds the length).
-
-    The texts of the whole body are joined and matched once, iterated in C (``map``,
-    ``attrgetter``, ``chain``, one regex): a Python loop over 10,000 orders with a ``strip``
-    per order cost a fifth of the decode.
-    """
-    top = [d for d in decimals if "[]" not in d]
-    nested: dict[str, list[str]] = {}
-    for path in decimals:
-        if "[]" in path:
-            sequence, rest = path.split("[].", 1)
-            nested.setdefault(sequence, []).append(rest)
-    top_getter = operator.attrgetter(*top) if top else None
-    sequences = [
-        (operator.attrgetter(sequence), operator.attrgetter(*paths), len(paths) > 1)
-        for sequence, paths in nested.items()
-    ]
-
-    if top_getter is not None and not sequences:  # one model, no lists (a pool, a user)
-
-        def check_top(mirror: Any) -> Any:
-            found: Any = top_getter(mirror)
-            if _PLAIN_DIGITS(found if len(top) == 1 else "".join(found)) is None:
-                raise _Refused
-            return mirror
-
-        return check_top
-
-    def check(mirror: Any) -> Any:
-        texts: list[Any] = []
-        if top_getter is not None:
-            top_texts = top_getter(mirror)
-            texts.append(top_texts if len(top) == 1 else "".join(top_texts))
-        for get_sequence, get_texts, several in sequences:
-            found: Any = map(get_texts, get_sequence(mirror))
-            texts.append("".join(itertools.chain.from_iterable(found) if several else found))
-        if _PLAIN_DIGITS("".join(texts)) is None:
-            raise _Refused
-        return mirror
-
-    return check
-
-
-#: What a per-field rule does once the mirror has checked the field's type.
-_ACCELERATED_FIELD_FIXES: dict[tuple[type, str], Callable[[Any], Any]] = {
-    (OrdersPage, "cursor"): lambda cursor: cursor or None,
-}
+#: Decimal(text) for the accelerated path: a context that cannot round (a text is at most 128
+#: digits) and refuses what is not a number; its create_decimal() costs less than Decimal()
+#: (positional argument parsing instead of keywords).
+_EXACT: Final = decimal.Context(
+    prec=decimal.MAX_PREC,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    traps=[InvalidOperation],
+)
 
 
 class _Refused(Exception):
     """The accelerated path does not take this body; the general path decides."""
 
 
-class _Accelerated:
-    """msgspec mirror -> decimal text check -> ``msgspec.convert`` into the attrs models."""
-
-    __slots__ = ("_check", "_cls", "_decoder", "_fixes")
-
-    def __init__(self, cls: type) -> None:
-        decimals: list[str] = []
-        self._cls = cls
-        self._decoder = msgspec.json.Decoder(_mirror(cls, True, decimals))
-        self._check = _decimal_check(decimals)
-        hints = typing.get_type_hints(cls)
-        # convert() gives lists for Sequence fields (the models hold tuples), and knows
-        # nothing of the per-field rules (the cursor's).
-        self._fixes = tuple(
-            (field.name, _ACCELERATED_FIELD_FIXES.get((cls, field.name), tuple))
-            for field in attrs.fields(cls)
-            if _is_sequence(hints[field.name]) or (cls, field.name) in _FIELD_RULES
-        )
-
-    def __call__(self, body: bytes) -> Any:
-        # msgspec does not validate the UTF-8 of the strings it skips (unknown fields); the
-        # general path refuses such a body, so this one passes it on.
-        if not body.isascii():
-            body.decode()
-        mirror = self._check(self._decoder.decode(body))
-        value: Any = msgspec.convert(mirror, self._cls, from_attributes=True)
-        for name, fix in self._fixes:
-            object.__setattr__(value, name, fix(getattr(value, name)))
-        return value
+def _refuse() -> typing.NoReturn:
+    raise _Refused
 
 
-def _accelerated(cls: type) -> _Accelerated | None:
+@functools.cache
+def _builder_class(cls: type) -> type:
+    """A subclass of ``cls`` that lets its slots be set: a model is built as one of these, then
+    turned into a ``cls`` by ``__class__`` assignment (same layout: the subclass adds nothing).
+
+    Attribute stores on it are the interpreter's specialised slot stores, where a frozen
+    model's slot descriptors cost a method call a field (and ``msgspec.convert`` a
+    ``setattr`` by name). ``__delattr__`` is reset too: one Python-level slot function left
+    behind would route every store through it. ``builder()`` makes an empty one (no attrs
+    ``__init__``), cheaper than ``object.__new__(builder)``.
+    """
+    namespace = {
+        "__slots__": (),
+        "__init__": object.__init__,
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+        "__doc__": f"Building {cls.__name__} instances (private to the decoder).",
+    }
+    builder = type(f"_{cls.__name__}Builder", (cls,), namespace)
+    probe = builder()
     try:
-        return _Accelerated(cls)
+        probe.__class__ = cls
+    except TypeError as exc:  # pragma: no cover - a model with another layout: a bug at import
+        raise _Unsupported(f"{cls.__name__}: {exc}") from exc
+    return builder
+
+
+class _Emitter:
+    """Python source that builds a model from its mirror Struct, nested models inline.
+
+    ``texts`` are the local names (or, in loops, the list) holding the decimal texts; they are
+    checked once, together, before the model is returned.
+    """
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.namespace = namespace
+        self.lines: list[str] = []
+        self.texts: list[str] = []
+        self.in_loop = 0
+        self.uses_list = False
+        self._count = itertools.count()
+
+    def name(self, prefix: str) -> str:
+        return f"{prefix}{next(self._count)}"
+
+    def constant(self, prefix: str, value: Any) -> str:
+        for key, held in self.namespace.items():
+            if held is value and key.startswith(prefix):
+                return key
+        key = self.name(prefix)
+        self.namespace[key] = value
+        return key
+
+    def emit(self, line: str, depth: int) -> None:
+        self.lines.append("    " * depth + line)
+
+    def model(self, cls: type, source: str, depth: int, top: bool) -> str:
+        """Emit the statements that build ``cls`` from the mirror in ``source``; its name."""
+        hints = typing.get_type_hints(cls)
+        builder = self.constant(f"_B_{cls.__name__}", _builder_class(cls))
+        final = self.constant(f"_C_{cls.__name__}", cls)
+        target = self.name("o")
+        self.emit(f"{target} = {builder}()", depth)
+        for field in attrs.fields(cls):
+            type_ = hints[field.name]
+            value = f"{source}.{field.name}"
+            fix = _ACCELERATED_FIELD_FIXES.get((cls, field.name))
+            if fix is not None:
+                if not top:  # pragma: no cover - none today; the mirror refuses it (_mirror)
+                    raise _Unsupported(f"{cls.__name__}.{field.name}")
+                value = fix.format(v=value)
+            elif type_ is Decimal:
+                text = self.name("d")
+                self.emit(f"{text} = {value}", depth)
+                if self.in_loop:
+                    self.emit(f"_add({text})", depth)
+                    self.uses_list = True
+                else:
+                    self.texts.append(text)
+                value = f"_exact({text})"
+            elif type_ in _WIRE_NAMES:
+                inner = self.name("m")
+                self.emit(f"{inner} = {value}", depth)
+                value = self.model(type_, inner, depth, top=False)
+            elif _is_sequence(type_) and typing.get_args(type_)[0] in _WIRE_NAMES:
+                items, append, item = self.name("l"), self.name("a"), self.name("x")
+                self.emit(f"{items} = []", depth)
+                self.emit(f"{append} = {items}.append", depth)
+                self.emit(f"for {item} in {value}:", depth)
+                self.in_loop += 1
+                built = self.model(typing.get_args(type_)[0], item, depth + 1, top=False)
+                self.in_loop -= 1
+                self.emit(f"{append}({built})", depth + 1)
+                value = f"tuple({items})"
+            elif type_ not in _MIRROR_LEAVES and type_ not in _ENUMS:  # pragma: no cover
+                raise _Unsupported(f"{cls.__name__}.{field.name}: {type_!r}")
+            self.emit(f"{target}.{field.name} = {value}", depth)
+        self.emit(f"{target}.__class__ = {final}", depth)
+        return target
+
+
+#: What a per-field rule does once the mirror has checked the field's type (source over {v}).
+_ACCELERATED_FIELD_FIXES: dict[tuple[type, str], str] = {
+    (OrdersPage, "cursor"): "{v} or None",
+}
+
+
+#: The mirror decoder of each accelerated model (for ``benchmarks._stages``).
+_MIRRORS: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def _accelerated(cls: type) -> Callable[[bytes], Any] | None:
+    """``accelerated(body) -> cls``, or None for a model the mirror cannot hold.
+
+    Generated once per model: msgspec parses the body into the mirror, the statements from
+    :class:`_Emitter` build the models, and the decimal texts, joined, must be plain digits
+    and dots (the mirror bounds their length). Raises on any body it does not take.
+    """
+    try:
+        decoder = _MIRRORS[cls] = msgspec.json.Decoder(_mirror(cls, True))
+        namespace: dict[str, Any] = dict(_HELPERS)
+        namespace.update(_decode=decoder.decode, _exact=_EXACT.create_decimal, _refuse=_refuse)
+        namespace["_DDB"] = _DIGITS_AND_DOT_BYTES
+        emitter = _Emitter(namespace)
+        built = emitter.model(cls, "m", 1, top=True)
     except _Unsupported:
         return None
+    name = f"accelerated_{cls.__name__}"
+    lines = [
+        f"def {name}(body):",
+        # msgspec does not validate the UTF-8 of the strings it skips (unknown fields); the
+        # general path refuses such a body, so this one passes it on.
+        "    if not body.isascii():",
+        "        body.decode()",
+        "    m = _decode(body)",
+    ]
+    if emitter.uses_list:
+        lines += ["    texts = []", "    _add = texts.append"]
+    lines += emitter.lines
+    joined = " + ".join(emitter.texts)
+    if emitter.uses_list:
+        joined = f"{joined} + ''.join(texts)" if joined else "''.join(texts)"
+    if joined:
+        lines.append(f"    if ({joined}).encode().translate(None, _DDB):")
+        lines.append("        _refuse()")
+    lines.append(f"    return {built}")
+    source = "\n".join(lines)
+    function: Callable[[bytes], Any] = _compile(source, name, namespace)
+    function.__doc__ = f"Decode a {cls.__name__} from JSON bytes (generated).\n\n{source}"
+    return function
 
 
 # --- error paths --------------------------------------------------------------------------
