@@ -12,16 +12,18 @@ nor gives a model that differs from it in any digit or type.
 from __future__ import annotations
 
 import copy
+import decimal
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import attrs
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncapi_client import DecodeError, Order, OrdersPage, OrderStatus, Side
+from asyncapi_client import DecodeError, Order, OrdersPage, OrderStatus, Pool, Side, Token
 from asyncapi_client import _decode as dec
 from tests import strategies as wire
 from tests._oracle import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
@@ -411,3 +413,36 @@ def test_numbers_past_float_range_in_float_fields_get_the_general_verdict(number
     body = orjson.dumps(pool_wire("p", "mainnet")).replace(b'"tvl":', b'"tvl":' + number + b',"t":')
     assert _verdict(dec.POOL, body) == _verdict(dec.POOL.general, body)
     _agreement(dec.POOL, body)
+
+
+def test_the_accelerated_pool_is_the_contract_model() -> None:
+    """Built through a private subclass, a decoded pool and its tokens are exactly the
+    contract's frozen, slotted classes."""
+    body = orjson.dumps(pool_wire("p", "mainnet"))
+    accelerated = dec.POOL._accelerated
+    assert accelerated is not None
+    pool = accelerated(body)
+    assert type(pool) is Pool
+    assert type(pool.base_token) is Token
+    assert type(pool.quote_token) is Token
+    assert attrs.has(type(pool))
+    assert not hasattr(pool, "__dict__")
+    assert pool == dec.POOL.general(body)
+    assert hash(pool) == hash(dec.POOL.general(body))
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        pool.price = 1.0  # type: ignore[misc]
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        pool.base_token.total_supply = Decimal(1)  # type: ignore[misc]
+
+
+def test_decimals_are_exact_whatever_the_callers_decimal_context() -> None:
+    """The accelerated path builds decimals in its own context: a caller's precision or
+    traps change nothing (128 digits stay 128 digits, on both paths)."""
+    text = "9" * 99 + "." + "1" * 28  # 128 characters: the accelerated path takes it
+    body = orjson.dumps(_orders(1, size=text))
+    with decimal.localcontext(prec=5, traps={decimal.InvalidOperation: False}):
+        page = dec.ORDERS_PAGE(body)
+        general = dec.ORDERS_PAGE.general(body)
+    assert page.orders[0].size == Decimal(text)
+    assert repr(page) == repr(general)
+    assert _agreement(dec.ORDERS_PAGE, body)
