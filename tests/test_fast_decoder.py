@@ -436,8 +436,8 @@ def test_the_accelerated_pool_is_the_contract_model() -> None:
 
 
 def test_decimals_are_exact_whatever_the_callers_decimal_context() -> None:
-    """The accelerated path builds decimals in its own context: a caller's precision or
-    traps change nothing (128 digits stay 128 digits, on both paths)."""
+    """The accelerated path builds decimals in its own context: a caller's precision changes
+    nothing (127 digits stay 127 digits, on both paths)."""
     text = "9" * 99 + "." + "1" * 28  # 128 characters: the accelerated path takes it
     body = orjson.dumps(_orders(1, size=text))
     with decimal.localcontext(prec=5):
