@@ -166,6 +166,8 @@ class _Restart:
 
 
 _RESTART: Final = _Restart()
+#: Not in flight (``_inflight`` holds None for a request in flight that nobody joined yet).
+_ABSENT: Final[Any] = object()
 
 
 def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
@@ -299,7 +301,8 @@ class Transport:
         self._owns_session = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
-        self._inflight: dict[Request[Any], asyncio.Future[Any]] = {}
+        #: Requests in flight: the future their followers wait on, None until one joins.
+        self._inflight: dict[Request[Any], asyncio.Future[Any] | None] = {}
         self._bases: dict[Network, str] = {}
         #: Per network: its base as a URL and the text before the base's path (scheme and
         #: authority), so an attempt puts a request's path on it instead of parsing its URL.
@@ -411,14 +414,18 @@ class Transport:
         loop = asyncio.get_running_loop()
         if self._state is not _State.OPENED or loop is not self._loop:
             self._open()  # opens lazily, or says why not (closed, another loop)
-        shared = None
-        if self._coalesce:
-            shared = self._inflight.get(request)
-            if shared is not None:
+        leader = self._coalesce
+        if leader:
+            inflight = self._inflight
+            shared = inflight.get(request, _ABSENT)
+            if shared is not _ABSENT:
+                if shared is None:  # the first follower: the leader hands its outcome here
+                    shared = inflight[request] = loop.create_future()
                 result = await self._follow(request, shared)
                 return result[0] if value else result
-            # The leader runs the request itself (no task) and hands the outcome to followers.
-            shared = self._inflight[request] = loop.create_future()
+            # The leader runs the request itself (no task); a future for the outcome is
+            # made only when a follower comes.
+            inflight[request] = None
         try:
             local = self._local
             if request.deadline is not None or local is None or not local.idle:
@@ -436,34 +443,31 @@ class Transport:
                     await self._after_failure(call, failed)
                     result = await self._attempts(call, failed)
         except BaseException as exc:
-            if shared is not None:
-                del self._inflight[request]
-                if not shared.done():
+            if leader:
+                shared = self._inflight.pop(request)
+                if shared is not None and not shared.done():
                     if isinstance(exc, asyncio.CancelledError):
                         shared.set_result(_RESTART)  # followers go on without the leader
                     else:
                         shared.set_exception(exc)
                         shared.exception()  # retrieved: no "never retrieved" warning alone
             raise
-        if shared is not None:
-            del self._inflight[request]
-            if not shared.done():
+        if leader:
+            shared = self._inflight.pop(request)
+            if shared is not None and not shared.done():
                 shared.set_result(result)
         return result[0] if value else result
 
     async def _follow(self, request: Request[T], shared: asyncio.Future[Any]) -> Outcome[T]:
-        """Wait for the leader's outcome; take over if the leader was cancelled.
+        """Wait for the leader's outcome; if the leader was cancelled, send again: lead, or
+        join whichever follower took over first.
 
         ``shield``: cancelling one follower must not cancel the shared outcome.
         """
-        while True:
-            result = await asyncio.shield(shared)
-            if result is not _RESTART:
-                return result  # type: ignore[no-any-return]
-            successor = self._inflight.get(request)  # another follower may have taken over
-            if successor is None:
-                return await self._send(request)
-            shared = successor
+        result = await asyncio.shield(shared)
+        if result is _RESTART:
+            return await self._send(request)
+        return result  # type: ignore[no-any-return]
 
     async def _run(self, request: Request[T], loop: asyncio.AbstractEventLoop) -> Outcome[T]:
         """Every attempt of ``request`` asked of the limiter first, under its deadline."""
