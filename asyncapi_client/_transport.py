@@ -431,15 +431,17 @@ class Transport:
             if request.deadline is not None or local is None or not local.idle:
                 result = await self._run(request, loop)
             else:
-                # Nothing to wait for and nothing to ask: the first attempt goes straight out.
-                call = _Call(request, loop.time(), None)
-                call.tries = call.attempts = 1
+                # Nothing to wait for and nothing to ask: the first attempt goes straight out
+                # (the call's progress is kept only once it needs a retry).
+                started = loop.time()
                 try:
-                    result = await self._attempt(call)
+                    result = await self._attempt(request, 1, started)
                     failed = None
                 except ApiError as exc:
                     failed = exc  # handled outside this block: it is no later error's __context__
                 if failed is not None:
+                    call = _Call(request, started, None)
+                    call.tries = call.attempts = 1
                     await self._after_failure(call, failed)
                     result = await self._attempts(call, failed)
         except BaseException as exc:
@@ -503,7 +505,7 @@ class Transport:
                 if failed is not None or local is None or not local.idle:
                     await self._admit(call, failed)
                 call.attempts += 1
-                return await self._attempt(call)
+                return await self._attempt(call.request, call.attempts, call.started)
             except ApiError as exc:
                 if failed is not None and exc is not failed and exc.__cause__ is not failed:
                     exc.__cause__ = failed  # the story of the call, attempt by attempt
@@ -643,14 +645,12 @@ class Transport:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _attempt(self, call: _Call) -> Outcome[T]:
-        request = call.request
+    async def _attempt(self, request: Request[T], attempt: int, started: float) -> Outcome[T]:
+        """Attempt number ``attempt`` of ``request``, a call that began at ``started``."""
         url, network = request.url, request.network
         session = self._session if self._session is not None else self._open()
         if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "GET %s [%s] %s attempt %d", url, network.value, request.operation, call.attempts
-            )
+            log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         slots = self._slots
         if slots is not None:
             # Semaphore.acquire() without its coroutine when a slot is free and nobody
@@ -670,7 +670,7 @@ class Transport:
                         trace_request_ctx={
                             "operation": request.operation,
                             "network": network.value,
-                            "attempt": call.attempts,
+                            "attempt": attempt,
                         },
                     )
                 else:  # our own session, no trace config: only what differs from its defaults
@@ -697,7 +697,7 @@ class Transport:
                         )
                     )
                 target, hops = follow, hops + 1
-            async with response:
+            try:
                 if status >= 300 or status < 200:
                     text = await _read_preview(response)
                     raise status_error(
@@ -711,11 +711,17 @@ class Transport:
                     body = await response.read()
                 else:
                     body = await self._read_capped(response, length, url, network)
+            finally:  # what ``async with response`` does, without its two coroutines
+                response.release()
+                await response.wait_for_close()
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
         finally:
             if slots is not None:
-                slots.release()
+                # Semaphore.release() without its two calls when nobody waits for a slot.
+                slots._value += 1
+                if slots._waiters:
+                    slots._wake_up_next()
         try:
             value = request.decode(body)
         except DecodeError as exc:
@@ -728,8 +734,8 @@ class Transport:
             body,
             url if hops == 0 else str(target),
             network,
-            call.attempts,
-            asyncio.get_running_loop().time() - call.started,
+            attempt,
+            asyncio.get_running_loop().time() - started,
         )
 
     def _target(self, url: str, network: Network) -> URL:
