@@ -38,6 +38,7 @@ import logging
 import random
 import re
 import sys
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from ssl import SSLContext
@@ -206,7 +207,8 @@ _FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
 
 
 class _Call:
-    """The mutable progress of one call: tries and requests made, its start and deadline.
+    """The mutable progress of one call: tries and requests made, its start
+    (``time.monotonic()``, for ``Response.elapsed``) and deadline (``loop.time()``).
 
     ``tries`` counts attempts begun (one that failed at the limiter too); ``attempts``
     counts requests sent (``ApiError.attempts``, ``Response.attempts``).
@@ -433,7 +435,7 @@ class Transport:
             else:
                 # Nothing to wait for and nothing to ask: the first attempt goes straight out
                 # (the call's progress is kept only once it needs a retry).
-                started = loop.time()
+                started = time.monotonic()
                 try:
                     result = await self._attempt(request, 1, started)
                     failed = None
@@ -473,11 +475,11 @@ class Transport:
 
     async def _run(self, request: Request[T], loop: asyncio.AbstractEventLoop) -> Outcome[T]:
         """Every attempt of ``request`` asked of the limiter first, under its deadline."""
-        started = loop.time()
+        started = time.monotonic()
         deadline = request.deadline
         if deadline is None:
             return await self._attempts(_Call(request, started, None), None)
-        call = _Call(request, started, started + deadline)
+        call = _Call(request, started, loop.time() + deadline)
         scope = asyncio.timeout_at(call.expires)
         try:
             async with scope:
@@ -674,7 +676,7 @@ class Transport:
                         },
                     )
                 else:  # our own session, no trace config: only what differs from its defaults
-                    response = await session.get(target, **self._options)
+                    response = await session.get(target, allow_redirects=False)
                 status = response.status
                 if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
                     break
@@ -735,7 +737,7 @@ class Transport:
             url if hops == 0 else str(target),
             network,
             attempt,
-            asyncio.get_running_loop().time() - started,
+            time.monotonic() - started,
         )
 
     def _target(self, url: str, network: Network) -> URL:
