@@ -81,11 +81,6 @@ class Reply:
         if self.drop + self.reset + self.truncate > 1:
             raise ValueError("give a Reply at most one of drop, reset and truncate")
 
-    @property
-    def unanswered(self) -> bool:
-        """True if the request gets no status line at all (``drop`` or ``reset``)."""
-        return self.drop or self.reset
-
 
 #: A function of the request (as recorded on arrival, not yet answered) that picks its Reply.
 Responder: TypeAlias = Callable[[RecordedRequest], Reply]

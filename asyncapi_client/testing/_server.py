@@ -510,7 +510,7 @@ class FakeServer:
             response: web.StreamResponse
             if reply is not None:
                 response = await self._reply(reply, request, operation, param, query)
-                status = None if reply.unanswered else response.status
+                status = None if reply.drop or reply.reset else response.status
                 return response
             if decision.latency > 0:
                 await self._pause(decision.latency)
