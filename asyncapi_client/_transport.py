@@ -40,7 +40,6 @@ import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, version
 from ssl import SSLContext
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 from urllib.parse import quote
@@ -63,6 +62,7 @@ from ._limiters import Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
 from ._request import Outcome, Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
+from ._version import __version__
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
     from ._telemetry import Telemetry
@@ -81,10 +81,7 @@ _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
 def package_version() -> str:
-    try:
-        return version("asyncapi-client")
-    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-        return "0+unknown"
+    return __version__
 
 
 def user_agent() -> str:
