@@ -49,6 +49,9 @@ def _child(kind: str, base: str, n: int, conc: int) -> None:
     asyncio.set_event_loop(loop)
     try:
         call, close = loop.run_until_complete(_setup(kind, base))
+        if conc > 1:  # its connections opened before the measured calls, not during them
+            warm = [f"warm-c{conc}-{i}" for i in range(_WARMUP + conc)]
+            loop.run_until_complete(_drive(call, warm, conc))
         args = [f"pool-{i:05d}" for i in range(n)]
         functools.reduce(
             lambda acc, _: loop.run_until_complete(_drive(call, args, conc)), range(1), None
