@@ -12,6 +12,7 @@ PIP    := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 # where pip takes 25-50 on this 2-core machine; pip does the job when uv cannot be had.
 UV     := $(BIN)/uv pip install --quiet --python $(PY)
 INSTALL = { $(PIP) uv && $(UV) $(1); } || $(PIP) $(1)
+comma  := ,
 # Test workers: the suite is split over 2 processes (pytest-xdist); coverage follows them.
 WORKERS ?= 2
 
@@ -40,7 +41,7 @@ redis-server: | $(PY)
 	     exit 1; }
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
-	$(call INSTALL,-e '.[test,bench]')
+	$(call INSTALL,-e '.[test$(comma)bench]')
 	touch $@
 
 demo: $(VENV)/.installed
