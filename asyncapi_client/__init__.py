@@ -4,8 +4,6 @@ async with Client(base_url="https://...") as client:
     pool = await client.pool("0xpool")
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
@@ -41,12 +39,8 @@ from ._request import Response
 from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
+from ._version import __version__
 from ._walks import Walk
-
-try:
-    __version__ = version("asyncapi-client")
-except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-    __version__ = "0+unknown"
 
 __all__ = [
     "USE_CLIENT_DEFAULT",

@@ -195,8 +195,9 @@ class LocalLimiter:
     def idle(self) -> bool:
         """True when no rate is set and no hold is in force: acquire() would say "go now"."""
         # One comparison (the hot path asks before every first attempt): the latest end of
-        # any network's hold, kept by hold().
-        return not self.rates and self._holds_end <= time.monotonic()
+        # any network's hold, kept by hold(); no clock read while none was ever placed.
+        holds_end = self._holds_end
+        return not self.rates and (holds_end == -math.inf or holds_end <= time.monotonic())
 
     def _state(self, network: Network) -> _NetworkState:
         state = self._networks.get(network)

@@ -38,10 +38,10 @@ import logging
 import random
 import re
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from importlib.metadata import PackageNotFoundError, version
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from ssl import SSLContext
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 from urllib.parse import quote
 
 import aiohttp
@@ -62,6 +62,7 @@ from ._limiters import Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
 from ._request import Outcome, Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
+from ._version import __version__
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
     from ._telemetry import Telemetry
@@ -80,10 +81,7 @@ _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
 def package_version() -> str:
-    try:
-        return version("asyncapi-client")
-    except PackageNotFoundError:  # pragma: no cover - running from a plain checkout
-        return "0+unknown"
+    return __version__
 
 
 def user_agent() -> str:
@@ -166,6 +164,8 @@ class _Restart:
 
 
 _RESTART: Final = _Restart()
+#: Not in flight (``_inflight`` holds None for a request in flight that nobody joined yet).
+_ABSENT: Final[Any] = object()
 
 
 def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
@@ -204,7 +204,8 @@ _FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
 
 
 class _Call:
-    """The mutable progress of one call: tries and requests made, its start and deadline.
+    """The mutable progress of one call: tries and requests made, its start
+    (``time.monotonic()``, for ``Response.elapsed``) and deadline (``loop.time()``).
 
     ``tries`` counts attempts begun (one that failed at the limiter too); ``attempts``
     counts requests sent (``ApiError.attempts``, ``Response.attempts``).
@@ -299,8 +300,12 @@ class Transport:
         self._owns_session = session is None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
-        self._inflight: dict[Request[Any], asyncio.Future[Any]] = {}
+        #: Requests in flight: the future their followers wait on, None until one joins.
+        self._inflight: dict[Request[Any], asyncio.Future[Any] | None] = {}
         self._bases: dict[Network, str] = {}
+        #: Per network: its base as a URL and the text before the base's path (scheme and
+        #: authority), so an attempt puts a request's path on it instead of parsing its URL.
+        self._origins: dict[Network, tuple[URL, str]] = {}
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -363,14 +368,27 @@ class Transport:
         base = self._bases.get(network)
         if base is None:
             base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
+            origin = URL(base, encoded=True)
+            prefix = base[: len(base) - len(origin.raw_path)]
+            if prefix + origin.raw_path == base and _parsed(prefix + "/x?y") == _built(
+                origin, prefix, prefix + "/x?y"
+            ):
+                self._origins[network] = (origin, prefix)
         url = f"{base}{path}?{query}" if query else base + path
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(Request, (operation, network, url, template, decode, deadline))
 
-    async def get(self, request: Request[T]) -> T:
-        """Run ``request`` and return its decoded value."""
+    def get(self, request: Request[T]) -> Coroutine[Any, Any, T]:
+        """Run ``request`` and return its decoded value.
+
+        A plain method returning the coroutine of :meth:`_send`: no coroutine of its own.
+        """
         if self._telemetry is None:
-            return (await self._send(request))[0]
+            return self._send(request, True)
+        return self._traced_value(request)
+
+    async def _traced_value(self, request: Request[T]) -> T:
+        assert self._telemetry is not None
         return (await self._telemetry.call(request, self._send))[0]
 
     async def send(self, request: Request[T]) -> Response[T]:
@@ -379,68 +397,86 @@ class Transport:
             return Response(*await self._send(request))
         return Response(*await self._telemetry.call(request, self._send))
 
-    async def _send(self, request: Request[T]) -> Outcome[T]:
-        """Run ``request``: coalesced, under its deadline, with retries."""
+    @overload
+    async def _send(self, request: Request[T], value: Literal[False] = False) -> Outcome[T]: ...
+
+    @overload
+    async def _send(self, request: Request[T], value: Literal[True]) -> T: ...
+
+    async def _send(self, request: Request[T], value: bool = False) -> Any:
+        """Run ``request``: coalesced, under its deadline, with retries. Returns its
+        Outcome, or only the decoded value when ``value`` (what ``get`` wants).
+
+        The common call (no deadline, the idle default limiter) makes its first attempt
+        from here: one coroutine between the operation and the request.
+        """
         loop = asyncio.get_running_loop()
         if self._state is not _State.OPENED or loop is not self._loop:
             self._open()  # opens lazily, or says why not (closed, another loop)
-        if not self._coalesce:
-            return await self._run(request)
-        shared = self._inflight.get(request)
-        if shared is not None:
-            return await self._follow(request, shared)
-        # The leader runs the request itself (no task) and hands the outcome to followers.
-        shared = self._inflight[request] = loop.create_future()
+        leader = self._coalesce
+        if leader:
+            inflight = self._inflight
+            shared = inflight.get(request, _ABSENT)
+            if shared is not _ABSENT:
+                if shared is None:  # the first follower: the leader hands its outcome here
+                    shared = inflight[request] = loop.create_future()
+                result = await self._follow(request, shared)
+                return result[0] if value else result
+            # The leader runs the request itself (no task); a future for the outcome is
+            # made only when a follower comes.
+            inflight[request] = None
         try:
-            result = await self._run(request)
-        except asyncio.CancelledError:
-            del self._inflight[request]
-            if not shared.done():
-                shared.set_result(_RESTART)  # followers go on without the cancelled leader
-            raise
+            local = self._local
+            if request.deadline is not None or local is None or not local.idle:
+                result = await self._run(request, loop)
+            else:
+                # Nothing to wait for and nothing to ask: the first attempt goes straight out
+                # (the call's progress is kept only once it needs a retry).
+                started = time.monotonic()
+                try:
+                    result = await self._attempt(request, 1, started)
+                    failed = None
+                except ApiError as exc:
+                    failed = exc  # handled outside this block: it is no later error's __context__
+                if failed is not None:
+                    call = _Call(request, started, None)
+                    call.tries = call.attempts = 1
+                    await self._after_failure(call, failed)
+                    result = await self._attempts(call, failed)
         except BaseException as exc:
-            del self._inflight[request]
-            if not shared.done():
-                shared.set_exception(exc)
-                shared.exception()  # retrieved: no "never retrieved" warning without followers
+            if leader:
+                shared = self._inflight.pop(request)
+                if shared is not None and not shared.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        shared.set_result(_RESTART)  # followers go on without the leader
+                    else:
+                        shared.set_exception(exc)
+                        shared.exception()  # retrieved: no "never retrieved" warning alone
             raise
-        del self._inflight[request]
-        if not shared.done():
-            shared.set_result(result)
-        return result
+        if leader:
+            shared = self._inflight.pop(request)
+            if shared is not None and not shared.done():
+                shared.set_result(result)
+        return result[0] if value else result
 
     async def _follow(self, request: Request[T], shared: asyncio.Future[Any]) -> Outcome[T]:
-        """Wait for the leader's outcome; take over if the leader was cancelled.
+        """Wait for the leader's outcome; if the leader was cancelled, send again: lead, or
+        join whichever follower took over first.
 
         ``shield``: cancelling one follower must not cancel the shared outcome.
         """
-        while True:
-            result = await asyncio.shield(shared)
-            if result is not _RESTART:
-                return result  # type: ignore[no-any-return]
-            successor = self._inflight.get(request)  # another follower may have taken over
-            if successor is None:
-                return await self._send(request)
-            shared = successor
+        result = await asyncio.shield(shared)
+        if result is _RESTART:
+            return await self._send(request)
+        return result  # type: ignore[no-any-return]
 
-    async def _run(self, request: Request[T]) -> Outcome[T]:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+    async def _run(self, request: Request[T], loop: asyncio.AbstractEventLoop) -> Outcome[T]:
+        """Every attempt of ``request`` asked of the limiter first, under its deadline."""
+        started = time.monotonic()
         deadline = request.deadline
         if deadline is None:
-            call = _Call(request, started, None)
-            local = self._local
-            if local is None or not local.idle:
-                return await self._attempts(call, None)
-            # Nothing to wait for and nothing to ask: the first attempt goes straight out.
-            call.tries = call.attempts = 1
-            try:
-                return await self._attempt(call)
-            except ApiError as exc:
-                failed = exc  # handled outside this block: it is no later error's __context__
-            await self._after_failure(call, failed)
-            return await self._attempts(call, failed)
-        call = _Call(request, started, started + deadline)
+            return await self._attempts(_Call(request, started, None), None)
+        call = _Call(request, started, loop.time() + deadline)
         scope = asyncio.timeout_at(call.expires)
         try:
             async with scope:
@@ -468,7 +504,7 @@ class Transport:
                 if failed is not None or local is None or not local.idle:
                     await self._admit(call, failed)
                 call.attempts += 1
-                return await self._attempt(call)
+                return await self._attempt(call.request, call.attempts, call.started)
             except ApiError as exc:
                 if failed is not None and exc is not failed and exc.__cause__ is not failed:
                     exc.__cause__ = failed  # the story of the call, attempt by attempt
@@ -608,14 +644,12 @@ class Transport:
 
     # --- one attempt ----------------------------------------------------------------------
 
-    async def _attempt(self, call: _Call) -> Outcome[T]:
-        request = call.request
+    async def _attempt(self, request: Request[T], attempt: int, started: float) -> Outcome[T]:
+        """Attempt number ``attempt`` of ``request``, a call that began at ``started``."""
         url, network = request.url, request.network
         session = self._session if self._session is not None else self._open()
         if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "GET %s [%s] %s attempt %d", url, network.value, request.operation, call.attempts
-            )
+            log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         slots = self._slots
         if slots is not None:
             # Semaphore.acquire() without its coroutine when a slot is free and nobody
@@ -624,7 +658,7 @@ class Transport:
                 slots._value -= 1
             else:
                 await slots.acquire()
-        target = URL(url, encoded=True)
+        target = self._target(url, network)
         hops = 0
         try:
             while True:
@@ -635,11 +669,11 @@ class Transport:
                         trace_request_ctx={
                             "operation": request.operation,
                             "network": network.value,
-                            "attempt": call.attempts,
+                            "attempt": attempt,
                         },
                     )
                 else:  # our own session, no trace config: only what differs from its defaults
-                    response = await session.get(target, **self._options)
+                    response = await session.get(target, allow_redirects=False)
                 status = response.status
                 if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
                     break
@@ -662,7 +696,7 @@ class Transport:
                         )
                     )
                 target, hops = follow, hops + 1
-            async with response:
+            try:
                 if status >= 300 or status < 200:
                     text = await _read_preview(response)
                     raise status_error(
@@ -676,11 +710,17 @@ class Transport:
                     body = await response.read()
                 else:
                     body = await self._read_capped(response, length, url, network)
+            finally:  # what ``async with response`` does, without its two coroutines
+                response.release()
+                await response.wait_for_close()
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
         finally:
             if slots is not None:
-                slots.release()
+                # Semaphore.release() without its two calls when nobody waits for a slot.
+                slots._value += 1
+                if slots._waiters:
+                    slots._wake_up_next()
         try:
             value = request.decode(body)
         except DecodeError as exc:
@@ -693,9 +733,14 @@ class Transport:
             body,
             url if hops == 0 else str(target),
             network,
-            call.attempts,
-            asyncio.get_running_loop().time() - call.started,
+            attempt,
+            time.monotonic() - started,
         )
+
+    def _target(self, url: str, network: Network) -> URL:
+        """The URL object of a request's ``url``, built from its network's base."""
+        found = self._origins.get(network)
+        return _parsed(url) if found is None else _built(found[0], found[1], url)
 
     async def _read_capped(
         self, response: aiohttp.ClientResponse, length: int | None, url: str, network: Network
@@ -711,6 +756,30 @@ class Transport:
             if len(body) > cap:
                 raise _too_large(cap, url, network, "it kept growing")
         return bytes(body)
+
+
+def _parsed(url: str) -> URL:
+    """``url`` parsed by yarl, as it is (already percent-encoded)."""
+    return URL(url, encoded=True)
+
+
+def _built(origin: URL, prefix: str, url: str) -> URL:
+    """``url`` as a URL object without parsing it: its path (and query) on ``origin``, the
+    base it was made from; the same URL as :func:`_parsed` makes, at a third of its cost.
+    A ``url`` that does not start with ``prefix`` (origin's scheme and authority) is parsed.
+    """
+    if not url.startswith(prefix):
+        return URL(url, encoded=True)
+    path, mark, query = url[len(prefix) :].partition("?")
+    if not mark:
+        return origin.with_path(path, encoded=True)
+    return URL.build(
+        scheme=origin.scheme,
+        authority=origin.raw_authority,
+        path=path,
+        query_string=query,
+        encoded=True,
+    )
 
 
 def _refused(error: ApiError, call: _Call, failed: ApiError | None) -> ApiError:

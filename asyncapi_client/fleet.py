@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from ._errors import LimiterError
 from ._limiters import MAX_HOLD, Admission, OperationName, Rate, check_rates, check_weights
 from ._network import Network, parse_network
+from ._types import NetworkName
 
 try:
     import redis.asyncio as aredis
@@ -235,7 +236,7 @@ class RedisLimiter:
         """True when the limiter made its Redis client (from a URL) and closes it."""
         return self._owns
 
-    def keys(self, network: Network | str) -> list[str]:
+    def keys(self, network: Network | NetworkName) -> list[str]:
         """The keys this limiter writes for ``network``: the hold, the last start, one per rate.
 
         All share one hash tag, ``{name:network}``, so they live in one Redis Cluster slot.

@@ -221,6 +221,9 @@ async def test_serve_fake_injects_the_faults_it_is_given(serve_fake: ServeFake) 
         ("pool:error_rate=lots", "error_rate must be a number"),
         ("pool:error_status=200", "error_status must be an HTTP status"),
         ("pool:rate_limit_burst=1.5", "rate_limit_burst must be an integer"),
+        ("pool:max_in_a_row=1.5", "max_in_a_row must be an integer"),
+        ("pool:max_in_a_row=-1", "max_in_a_row"),
+        ("pool:latency=none", "latency must be a number"),
     ],
 )
 def test_a_bad_fault_spec_is_one_line_and_exit_2(spec: str, mentions: str) -> None:
@@ -239,9 +242,12 @@ def test_the_fault_fields_build_the_faults() -> None:
 
     specs = [parse_fault("orders:latency=0.05"), parse_fault("*:rate_limit_burst=2")]
     specs.append(parse_fault("*:retry_after=none"))
+    specs += [parse_fault("orders:max_in_a_row=3"), parse_fault("*:max_in_a_row=none")]
+    specs.append(parse_fault("pool:retry_after=Wed, 21 Oct 2026 07:28:00 GMT"))
     assert faults_from(specs, None) == {
-        "orders": Fault(latency=0.05),
-        "*": Fault(rate_limit_burst=2, retry_after=None),
+        "orders": Fault(latency=0.05, max_in_a_row=3),
+        "*": Fault(rate_limit_burst=2, retry_after=None, max_in_a_row=None),
+        "pool": Fault(retry_after="Wed, 21 Oct 2026 07:28:00 GMT"),
     }
     assert faults_from([], 0.5) == {"*": Fault(latency=0.5)}
 

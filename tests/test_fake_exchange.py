@@ -631,3 +631,13 @@ def test_bad_server_arguments_are_refused(exchange: FakeExchange) -> None:
         FakeServer(exchange, prefix="/a?b")
     with pytest.raises(TypeError, match="FakeExchange"):
         FakeServer({})  # type: ignore[arg-type]
+
+
+async def test_port_of_and_url_of_refuse_what_is_not_a_network(exchange: FakeExchange) -> None:
+    async with FakeServer(exchange) as server:
+        for bad in ("bogus", "pool", "", "main net", 1, None):
+            with pytest.raises(ValueError, match=r"unknown network .*'mainnet', 'testnet'"):
+                server.port_of(bad)  # type: ignore[arg-type]
+            with pytest.raises(ValueError, match=r"unknown network .*'mainnet', 'testnet'"):
+                server.url_of(bad)  # type: ignore[arg-type]
+        assert server.url_of(" Testnet ") == server.testnet_base_url

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -76,6 +78,39 @@ async def test_server_errors_are_retried_to_success(server: FakeServer, pool_id:
     assert statuses.count(200) == 20
     assert statuses.count(503) > 0
     assert set(statuses) == {200, 503}
+
+
+async def test_max_in_a_row_bounds_the_faults_on_one_url(
+    server: FakeServer, exchange: FakeExchange
+) -> None:
+    """With every request faulted, one URL meets two faults, then an answer, and again; a
+    client with two retries always gets through."""
+    first, second = list(exchange.pools)[:2]
+    server.set_fault("pool", Fault(error_rate=1.0, error_status=503, max_in_a_row=2))
+    async with client_for(server, max_retries=2) as client:
+        client.set_testing(True)
+        for pool_id in (first, first, second):
+            assert (await client.pool(pool_id)).pool_id == pool_id
+    assert [(r.param, r.status) for r in of(server, "pool")] == [
+        *[(first, 503), (first, 503), (first, 200)] * 2,
+        (second, 503),
+        (second, 503),
+        (second, 200),
+    ]
+
+
+async def test_max_in_a_row_counts_each_url_on_its_own(server: FakeServer, pool_id: str) -> None:
+    """Interleaved URLs do not end each other's row; latency is not a fault."""
+    other = f"{pool_id}?x=1"
+    server.set_fault("pool", Fault(drop_rate=1.0, max_in_a_row=1, latency=0.001))
+    for path in (pool_id, other, pool_id, other, pool_id):  # one request a connection
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(f"GET /api/clob/pools/{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        await reader.read(65536)  # the answer, or nothing for a drop
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+    assert [r.fault for r in of(server, "pool")] == ["drop", "drop", None, None, "drop"]
 
 
 async def test_a_client_error_status_is_not_retried(server: FakeServer, pool_id: str) -> None:
@@ -294,6 +329,9 @@ def test_bad_faults_are_refused(exchange: FakeExchange) -> None:
         {"rate_limit_burst": 1.5},
         {"latency": -1.0},
         {"retry_after": -2.0},
+        {"max_in_a_row": 0},
+        {"max_in_a_row": True},
+        {"max_in_a_row": 1.5},
     ):
         with pytest.raises(ValueError, match=next(iter(kwargs))):
             Fault(**kwargs)

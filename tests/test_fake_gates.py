@@ -169,3 +169,49 @@ async def test_clearing_the_record_while_a_request_is_held(
     assert [(r.operation, r.query, r.status) for r in fake_server.requests] == [
         ("tokens", {"search": "a"}, 200)
     ]
+
+
+# --- wait_until: any condition on the server's state, checked as requests come and go -------
+
+
+async def test_wait_until_wakes_when_requests_arrive_and_are_answered(
+    fake_server: FakeServer, fake_client: Client
+) -> None:
+    def answered() -> int:
+        return sum(r.answered_at is not None for r in fake_server.requests)
+
+    await fake_server.wait_until(lambda: True)  # true already: returns at once
+    async with fake_server.gate("tokens") as gate:
+        calls = asyncio.gather(fake_client.tokens(), fake_client.leaderboard())
+        await fake_server.wait_until(lambda: len(fake_server.requests) == 2)
+        await fake_server.wait_until(lambda: answered() == 1)  # the leaderboard, not held
+        assert (fake_server.in_flight, gate.held) == (1, 1)
+        gate.release()
+        await fake_server.wait_until(lambda: fake_server.in_flight == 0)
+        assert answered() == 2
+        await calls
+
+
+async def test_wait_until_times_out_saying_what_it_saw(fake_server: FakeServer) -> None:
+    with pytest.raises(TimeoutError, match=r"within 0.01 s \(0 requests seen, 0 in flight\)"):
+        await fake_server.wait_until(lambda: fake_server.in_flight == 1, timeout=0.01)
+    with pytest.raises(TypeError, match="condition"):
+        await fake_server.wait_until(True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout"):
+        await fake_server.wait_until(lambda: True, timeout=-1)
+
+
+async def test_a_client_that_goes_away_cancels_its_request_at_once(
+    fake_server: FakeServer,
+) -> None:
+    """The held request ends when its client does, not when the gate would let it go."""
+    async with fake_server.gate("tokens") as gate, Client(base_url=fake_server.base_url) as c:
+        call = asyncio.ensure_future(c.tokens())
+        await gate.arrived(1)
+        call.cancel()  # the client closes the connection
+        await fake_server.wait_until(lambda: fake_server.in_flight == 0)
+        assert gate.held == 0
+    [record] = fake_server.requests
+    assert (record.status, record.cancelled, record.reply) == (None, True, None)
+    assert record.answered_at is not None
+    await asyncio.gather(call, return_exceptions=True)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import re
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from asyncapi_client import (
@@ -240,6 +244,12 @@ def test_bad_replies_and_scripts_are_refused() -> None:
         Reply(delay=-1)
     with pytest.raises(TypeError, match="headers"):
         Reply(headers={"X": 1})
+    with pytest.raises(ValueError, match="at most one of drop, reset and truncate"):
+        Reply(drop=True, reset=True)
+    with pytest.raises(ValueError, match="at most one of drop, reset and truncate"):
+        Reply(reset=True, truncate=True)
+    with pytest.raises(TypeError, match="truncate must be a bool"):
+        Reply(truncate=1)  # type: ignore[arg-type]
     server = FakeServer(FakeExchange.generate(seed=1, users=1, pools=1))
     with pytest.raises(ValueError, match="unknown operation 'pools'"):
         server.script("pools", Reply())
@@ -252,3 +262,70 @@ def test_bad_replies_and_scripts_are_refused() -> None:
     server.script("pool", Reply())
     server.clear_scripts()
     assert server.pending_replies("pool") == 0
+
+
+# --- wire faults: a reset, a body cut short ------------------------------------------------
+
+
+async def raw_get(server: FakeServer, path: str) -> tuple[bytes, BaseException | None]:
+    """Send one GET on a raw socket; what came back before the end, and how it ended."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        received = b""
+        try:
+            while chunk := await reader.read(65536):
+                received += chunk
+        except ConnectionResetError as error:
+            return received, error
+        return received, None
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+async def test_reset_ends_the_connection_with_a_tcp_rst(
+    fake_server: FakeServer, fake_client: Client
+) -> None:
+    fake_server.script("pool", Reply(reset=True), Reply(drop=True))
+    received, ended = await raw_get(fake_server, "/api/clob/pools/p")
+    assert (received, type(ended)) == (b"", ConnectionResetError)  # a RST, not an orderly end
+    received, ended = await raw_get(fake_server, "/api/clob/pools/p")
+    assert (received, ended) == (b"", None)  # drop: an orderly close (FIN) without an answer
+    fake_server.script("pool", Reply(reset=True), repeat=True)
+    fake_client.set_testing(True, max_retries=1)
+    with pytest.raises(TransportError):
+        await fake_client.pool(pool_of(fake_server))
+    records = fake_server.requests
+    assert [(r.status, r.reply) for r in records] == [(None, Reply(reset=True))] + [
+        (None, Reply(drop=True))
+    ] + [(None, Reply(reset=True))] * 2
+
+
+@pytest.mark.parametrize(
+    "reply", [Reply(truncate=True), Reply(json={"poolId": "x" * 100}, truncate=True)]
+)
+async def test_truncate_promises_the_whole_body_and_sends_half(
+    fake_server: FakeServer, fake_client: Client, reply: Reply
+) -> None:
+    pool_id = pool_of(fake_server)
+    fake_server.script("pool", reply)
+    received, ended = await raw_get(fake_server, f"/api/clob/pools/{pool_id}")
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert ended is None
+    assert head.startswith(b"HTTP/1.1 200")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+    assert len(body) == length // 2 > 0
+    whole = (
+        orjson.dumps(reply.json)
+        if reply.json
+        else orjson.dumps(fake_server.exchange.pools[pool_id])
+    )
+    assert body == whole[: length // 2]
+    assert length == len(whole)
+    fake_server.script("pool", reply)
+    fake_client.set_testing(True, max_retries=0)
+    with pytest.raises(TransportError):
+        await fake_client.pool(pool_id)
+    assert [r.status for r in fake_server.requests] == [200, 200]

@@ -85,3 +85,13 @@ def test_a_failed_start_ends_the_thread() -> None:
         with pytest.raises(OSError), FakeServer(exchange(), port=taken).in_thread():
             pass  # pragma: no cover - the port is taken
         assert threading.active_count() == before
+
+
+async def test_wait_until_from_another_loop_while_the_server_runs_in_a_thread() -> None:
+    with FakeServer(exchange()).in_thread() as server, server.gate("tokens") as gate:
+        async with Client(base_url=server.base_url) as client:
+            call = asyncio.ensure_future(client.tokens())
+            await server.wait_until(lambda: server.in_flight == 1)
+            gate.release()
+            await server.wait_until(lambda: server.requests[0].status == 200)
+            assert len(await call) == 5

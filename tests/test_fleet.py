@@ -155,6 +155,9 @@ def test_keys_share_one_hash_tag_per_name_and_network() -> None:
         "asyncapi_client:{b:mainnet}:rate:600:60000000",
     ]
     assert all("{b:testnet}" in key for key in limiter.keys(Network.TESTNET))
+    assert limiter.keys("TESTNET") == limiter.keys(Network.TESTNET)
+    with pytest.raises(ValueError, match="unknown network 'mainet'"):
+        limiter.keys("mainet")  # type: ignore[arg-type]
     limiter.keys(MAIN).clear()  # a copy: the limiter's own list is untouched
     assert len(limiter.keys(MAIN)) == 4
     # a rate named twice is one quota, not two lists that both count every start

@@ -12,13 +12,20 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
+import attrs
 import pytest
 
 from asyncapi_client import Client, RateLimitError, RequestTimeoutError, ServerError
+from asyncapi_client.testing import FakeExchange, Fault
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
+from tests._pages import ADDRESS, entry, make_orders, serve_pools, serving
 from tests._rawserver import RawServer, hang, respond
-from tests._walkserver import ADDRESS, FaultSchedule, StaticBoard, WalkServer
+
+#: The seeded storm: connections closed, 503s and bodies cut short on about 27 % of the
+#: requests, never more than three in a row on one URL (a client with three retries gets
+#: through).
+STORM = Fault(drop_rate=0.1, error_rate=0.1, error_status=503, truncate_rate=0.1, max_in_a_row=3)
 
 
 @pytest.fixture(autouse=True)
@@ -178,7 +185,7 @@ async def test_rate_limit_holds_under_a_fan_out_of_hundreds() -> None:
     rate, calls = 80, 240
     trace, starts = start_recorder()
     async with (
-        WalkServer() as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url, rate_limit=rate, trace_configs=[trace]) as client,
     ):
         started = time.perf_counter()
@@ -187,23 +194,24 @@ async def test_rate_limit_holds_under_a_fan_out_of_hundreds() -> None:
     assert [pool.pool_id for pool in pools] == [f"p{i}" for i in range(calls)]
     assert len(starts) == calls
     assert max_in_window(starts, WINDOW) <= rate, max_in_window(starts, WINDOW)
-    assert len(server.seen) == calls
+    assert len(server.requests) == calls
     assert elapsed >= calls / rate - 1 - 0.05, elapsed  # three bursts, a second apart
 
 
 async def test_rate_limit_counts_every_attempt_including_retries() -> None:
-    # 500 or 503 on 30 % of requests; retries go through the same limiter.
-    schedule = FaultSchedule(seed=3, rate=0.3, faults=(500, 503))
+    # 503 on 30 % of requests; retries go through the same limiter.
+    pools = FakeExchange(pools={f"p{i}": pool_json(f"p{i}") for i in range(60)})
     trace, starts = start_recorder()
     async with (
-        WalkServer(schedule=schedule) as server,
+        serving(pools, seed=3) as server,
         Client(base_url=server.base_url, rate_limit=50, trace_configs=[trace]) as client,
     ):
+        server.set_fault("pool", Fault(error_rate=0.3, error_status=503, max_in_a_row=3))
         client.set_testing(True)
         await asyncio.gather(*(client.pool(f"p{i}") for i in range(60)))
-    assert schedule.injected  # some requests were retried
-    assert len(server.seen) > 60
-    assert len(starts) == len(server.seen)  # every attempt went through the limiter
+    assert any(request.fault for request in server.requests)  # some requests were retried
+    assert len(server.requests) > 60
+    assert len(starts) == len(server.requests)  # every attempt went through the limiter
     assert max_in_window(starts, WINDOW) <= 50
 
 
@@ -232,27 +240,31 @@ async def test_requests_held_back_by_a_429_do_not_burst_past_the_rate_when_it_en
 
 async def test_waiting_for_a_connection_is_not_part_of_the_attempt_timeout() -> None:
     async with (
-        WalkServer(latency=0.3) as server,
+        serving(pool=serve_pools(delay=0.3)) as server,
         Client(base_url=server.base_url, max_connections=2, timeout=0.5, max_retries=0) as client,
     ):
         started = time.perf_counter()
         pools = await asyncio.gather(*(client.pool(f"p{i}") for i in range(8)))
         elapsed = time.perf_counter() - started
     assert [p.pool_id for p in pools] == [f"p{i}" for i in range(8)]
-    assert len(server.seen) == 8
+    assert len(server.requests) == 8
     assert elapsed >= 4 * 0.3 - 0.05  # four rounds of two connections: they really queued
 
 
 async def test_max_connections_bounds_requests_in_flight() -> None:
     async with (
-        WalkServer(latency=0.02) as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url, max_connections=5) as client,
+        server.gate("pool") as gate,
     ):
-        started = time.perf_counter()
-        await asyncio.gather(*(client.pool(f"p{i}") for i in range(200)))
-        elapsed = time.perf_counter() - started
+        fetching = asyncio.gather(*(client.pool(f"p{i}") for i in range(200)))
+        await gate.arrived(5)
+        await settled(lambda: False, turns=50)  # time for a sixth, if one could come
+        assert (gate.arrivals, server.in_flight) == (5, 5)  # the other 195 really queued
+        gate.release()
+        await fetching
+    assert len(server.requests) == 200
     assert server.max_in_flight == 5
-    assert elapsed >= 200 / 5 * 0.02 * 0.9, elapsed
 
 
 # --- deadline ----------------------------------------------------------------------------------
@@ -307,7 +319,7 @@ async def test_per_call_deadline_overrides_the_clients() -> None:
 
 async def test_deadline_covers_the_rate_limit_wait() -> None:
     async with (
-        WalkServer() as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url, rate_limit=1) as client,
     ):
         await client.pool("first")
@@ -316,7 +328,7 @@ async def test_deadline_covers_the_rate_limit_wait() -> None:
             await client.pool("second", deadline=0.3)  # its slot is ~1 s away
         elapsed = time.perf_counter() - started
     assert elapsed < 0.3 + 0.3, elapsed
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
 # --- testing switch ----------------------------------------------------------------------------
@@ -359,39 +371,51 @@ async def test_testing_switch_can_lower_the_attempts() -> None:
 
 async def test_identical_concurrent_gets_share_one_request() -> None:
     async with (
-        WalkServer(latency=0.1) as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url) as client,
+        server.gate("pool") as gate,
     ):
-        pools = await asyncio.gather(*(client.pool("same") for _ in range(20)))
+        fetching = asyncio.gather(*(client.pool("same") for _ in range(20)))
+        await gate.arrived(1)
+        await settled(lambda: False, turns=50)  # all twenty are waiting
+        gate.release()
+        pools = await fetching
     assert {pool.pool_id for pool in pools} == {"same"}
-    assert len(server.seen) == 1
+    assert len(server.requests) == 1
 
 
 async def test_without_coalescing_identical_gets_are_separate_requests() -> None:
     async with (
-        WalkServer(latency=0.05) as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url, coalesce=False) as client,
+        server.gate("pool") as gate,
     ):
-        await asyncio.gather(*(client.pool("same") for _ in range(5)))
-    assert len(server.seen) == 5
+        fetching = asyncio.gather(*(client.pool("same") for _ in range(5)))
+        await gate.arrived(5)
+        gate.release()
+        await fetching
+    assert len(server.requests) == 5
     assert server.max_in_flight == 5
 
 
 async def test_a_cancelled_coalescing_leader_hands_over_to_a_follower() -> None:
     async with (
-        WalkServer(latency=0.3) as server,
+        serving(pool=serve_pools()) as server,
         Client(base_url=server.base_url) as client,
+        server.gate("pool") as gate,
     ):
         leader = asyncio.create_task(client.pool("same"))
-        await server.wait_until(lambda: len(server.seen) == 1)
+        await gate.arrived(1)
         followers = [asyncio.create_task(client.pool("same")) for _ in range(3)]
         await settled(lambda: False, turns=20)  # the followers have joined the leader
         leader.cancel()
+        await gate.arrived(2)  # one follower asks again, for all of them
+        gate.release()
         pools = await asyncio.gather(*followers)
         with pytest.raises(asyncio.CancelledError):
             await leader
     assert {pool.pool_id for pool in pools} == {"same"}
-    assert len(server.seen) == 2  # the cancelled request, and one more for all followers
+    assert len(server.requests) == 2  # the cancelled request, and one more for all followers
 
 
 # --- whole walks through a seeded storm of faults ------------------------------------------------
@@ -399,26 +423,28 @@ async def test_a_cancelled_coalescing_leader_hands_over_to_a_follower() -> None:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_cursor_walk_through_random_faults_yields_every_order_once(seed: int) -> None:
-    schedule = FaultSchedule(seed=seed, rate=0.3)
+    orders = make_orders(300)
     async with (
-        WalkServer(orders=300, schedule=schedule) as server,
+        serving(FakeExchange(orders={ADDRESS: orders}), seed=seed) as server,
         Client(base_url=server.base_url) as client,
     ):
+        server.set_fault("orders", STORM)
         client.set_testing(True)
         got = [order.transaction_id async for order in client.iter_orders(ADDRESS, page_size=7)]
-    assert got == [row["transactionId"] for row in server.orders]
-    assert len(schedule.injected) >= 5  # the storm really happened
+    assert got == [row["transactionId"] for row in orders]
+    assert sum(bool(request.fault) for request in server.requests) >= 5  # the storm happened
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_leaderboard_walk_through_random_faults_yields_every_rank_once(seed: int) -> None:
-    schedule = FaultSchedule(seed=seed, rate=0.3)
+    board = [entry(rank) for rank in range(1, 501)]
     async with (
-        WalkServer(board=StaticBoard(500), schedule=schedule, latency=0.002) as server,
+        serving(FakeExchange(leaderboard=board), seed=seed) as server,
         Client(base_url=server.base_url) as client,
     ):
+        server.set_fault("leaderboard", attrs.evolve(STORM, latency=0.002))
         client.set_testing(True)
         ranks = [e.rank async for e in client.iter_leaderboard(page_size=10, concurrency=4)]
     assert ranks == list(range(1, 501))
-    assert len(schedule.injected) >= 10
+    assert sum(bool(request.fault) for request in server.requests) >= 10
     assert server.max_in_flight <= 4

@@ -25,8 +25,8 @@ import asyncapi_client
 from asyncapi_client import Client, NotFoundError
 from asyncapi_client.testing import FakeServer
 from tests._oracle import pool_json
+from tests._pages import StaticBoard, serve_board, serving
 from tests._rawserver import RawServer, close, respond
-from tests._walkserver import StaticBoard, WalkServer
 
 EXPORTER = InMemorySpanExporter()
 READER = InMemoryMetricReader(
@@ -151,7 +151,7 @@ async def test_a_coalesced_pair_is_two_spans_of_one_request(server: FakeServer) 
 
 async def test_a_leaderboard_walk_is_one_span_per_page() -> None:
     async with (
-        WalkServer(board=StaticBoard(23)) as server,
+        serving(leaderboard=serve_board(StaticBoard(23))) as server,
         Client(base_url=server.base_url, telemetry=True) as client,
     ):
         entries = [entry async for entry in client.iter_leaderboard(page_size=5)]

@@ -12,11 +12,15 @@ import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
+from urllib.parse import quote
 
 import aiohttp
 import attrs
 import pytest
 import trustme
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from yarl import URL
 
 from asyncapi_client import (
     Client,
@@ -29,6 +33,8 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
+from asyncapi_client._network import HostConfigError
+from asyncapi_client._transport import encode_segment
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
@@ -602,3 +608,63 @@ async def test_session_options_are_not_for_a_callers_session(kwargs: dict[str, o
     async with aiohttp.ClientSession() as session:
         with pytest.raises(ValueError, match="configure your session instead"):
             Client(base_url="http://h.example", session=session, **kwargs)  # type: ignore[arg-type]
+
+
+# --- the URL of an attempt ------------------------------------------------------------------
+
+_HOSTS = st.sampled_from(
+    [
+        "127.0.0.1",
+        "[::1]",
+        "main.example",
+        "Main.EXAMPLE",
+        "xn--bcher-kva.example",
+        "b\u00fccher.example",
+    ]
+)
+_PORTS = st.sampled_from(["", ":80", ":443", ":8080", ":1"])
+#: Text of a base's path prefix or of a caller's id: anything, even what must be encoded.
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    host=_HOSTS,
+    port=_PORTS,
+    prefix=st.lists(_TEXT, max_size=3),
+    segment=_TEXT.filter(lambda text: text not in ("", ".", "..")),
+    query=st.lists(st.tuples(st.sampled_from(["cursor", "limit"]), _TEXT), max_size=2),
+)
+@settings(max_examples=150)
+def test_an_attempt_goes_to_the_url_of_its_request(
+    scheme: str, host: str, port: str, prefix: list[str], segment: str, query: list[tuple[str, str]]
+) -> None:
+    """The URL object an attempt sends to is built from the network's base, not parsed
+    from the request's URL (a third of the cost): it must be that URL, part for part."""
+    base = f"{scheme}://{host}{port}/" + "/".join(quote(part, safe="") for part in prefix)
+    try:
+        transport = Client(base_url=base)._transport
+    except HostConfigError:
+        assume(False)
+    path = "/clob/pools/" + encode_segment(segment)
+    text = "&".join(f"{key}={quote(value, safe='')}" for key, value in query)
+    request = transport.request("pool", Network.MAINNET, "", path, text, len, None)
+    assert Network.MAINNET in transport._origins  # built, not parsed
+    target = transport._target(request.url, request.network)
+    parsed = URL(request.url, encoded=True)
+    assert target == parsed
+    assert (target.scheme, target.raw_host, target.port, target.raw_path_qs) == (
+        parsed.scheme,
+        parsed.raw_host,
+        parsed.port,
+        parsed.raw_path_qs,
+    )
+    assert str(target) == str(parsed)
+    assert target.raw_path.endswith(path)
+
+
+def test_a_url_off_its_networks_base_is_parsed() -> None:
+    transport = Client(base_url="http://127.0.0.1:9")._transport
+    transport.request("pool", Network.MAINNET, "", "/p", "", len, None)  # the base is known
+    target = transport._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
+    assert str(target) == "https://elsewhere.example:8443/x?y=1"

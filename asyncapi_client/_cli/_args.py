@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import typing
 from collections.abc import Callable, Sequence
 from typing import IO, Any, Final, NoReturn
 
@@ -142,26 +143,31 @@ def parse_fault(text: str) -> tuple[str, str, Any]:
         raise ValueError(
             f"unknown fault field {name!r} in {text!r}: expected one of {', '.join(fields)}"
         )
-    value: Any
-    if name in ("error_status", "rate_limit_burst"):
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{name} must be an integer, got {raw!r}") from None
-    elif name == "retry_after" and raw.lower() == "none":
-        value = None
-    else:
-        try:
-            value = float(raw)
-        except ValueError:
-            if name != "retry_after":
-                raise ValueError(f"{name} must be a number, got {raw!r}") from None
-            value = raw  # an HTTP date, sent as is
+    value = _fault_value(name, raw, typing.get_type_hints(Fault)[name])
     try:
         Fault(**{name: value})
     except ValueError as exc:
         raise ValueError(f"{exc} (in {text!r})") from None
     return operation, name, value
+
+
+def _fault_value(name: str, raw: str, hint: Any) -> Any:
+    """``raw`` read as the Fault field's own type: ``none`` where None is allowed, an integer
+    where it is an int, a number where a float, and the text as is where a str (a date)."""
+    kinds = set(typing.get_args(hint)) or {hint}
+    if type(None) in kinds and raw.lower() == "none":
+        return None
+    if int in kinds:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    try:
+        return float(raw)
+    except ValueError:
+        if str not in kinds:
+            raise ValueError(f"{name} must be a number, got {raw!r}") from None
+        return raw  # an HTTP date, sent as is
 
 
 def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) -> None:

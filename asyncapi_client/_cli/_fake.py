@@ -163,26 +163,16 @@ def faults_from(specs: Sequence[tuple[str, str, Any]], latency: float | None) ->
     return faults
 
 
-_FAULT_FIELDS = (
-    "latency",
-    "error_rate",
-    "error_status",
-    "rate_limit_burst",
-    "retry_after",
-    "drop_rate",
-    "truncate_rate",
-    "malformed_rate",
-)
-
-
 def _describe(fault: Fault) -> str:
+    import attrs
+
     from asyncapi_client.testing import Fault
 
     default = Fault()
     changed = [
-        f"{name}={getattr(fault, name)}"
-        for name in _FAULT_FIELDS
-        if getattr(fault, name) != getattr(default, name)
+        f"{field.name}={getattr(fault, field.name)}"
+        for field in attrs.fields(Fault)
+        if getattr(fault, field.name) != getattr(default, field.name)
     ]
     return ", ".join(changed) or "none"
 

@@ -6,9 +6,9 @@ async with FakeServer(FakeExchange.generate(seed=7)) as server:
 
 Deterministic data from a seed, both networks on loopback, seeded random faults per operation
 (:class:`Fault`), exact scripted replies (:class:`Reply`, ``server.script``), gates that hold
-requests until released (:class:`Gate`, ``server.gate``), a record of every request, a
-threaded mode (``server.in_thread()``) and the pytest fixtures ``fake_server`` and
-``fake_client``.
+requests until released (:class:`Gate`, ``server.gate``), a record of every request, a wait
+for any condition on it (``server.wait_until``), a threaded mode (``server.in_thread()``)
+and the pytest fixtures ``fake_server`` and ``fake_client``.
 """
 
 from ._data import FakeExchange, WireDict

@@ -43,6 +43,13 @@ def _count(_: object, attribute: attrs.Attribute[int], value: object) -> None:
         raise ValueError(f"{attribute.name} must be an int >= 0, got {value!r}")
 
 
+def _cap(_: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{attribute.name} must be an int >= 1 or None, got {value!r}")
+
+
 def _retry_after(_: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is None or isinstance(value, str):
         return
@@ -65,6 +72,10 @@ class Fault:
     - ``malformed_rate``: the share answered 200 with a body that is not JSON, or is JSON
       cut off mid-document.
 
+    - ``max_in_a_row``: never more than this many drawn faults (drop, error, truncate,
+      malformed) in a row on one request target (path and query), so a client with that
+      many retries always gets through; None (the default) sets no bound.
+
     Rates are drawn in that order for every request, so at most one of them applies.
     """
 
@@ -76,6 +87,7 @@ class Fault:
     drop_rate: float = attrs.field(default=0.0, validator=_rate)
     truncate_rate: float = attrs.field(default=0.0, validator=_rate)
     malformed_rate: float = attrs.field(default=0.0, validator=_rate)
+    max_in_a_row: int | None = attrs.field(default=None, validator=_cap)
 
     def retry_after_header(self) -> str | None:
         """The ``Retry-After`` value sent with a 429, or None for no header."""
@@ -101,7 +113,7 @@ _NO_FAULT: Final = Decision()
 class _Armed:
     """One Fault as set: its per-operation random streams and burst counters."""
 
-    __slots__ = ("bursts", "fault", "key", "rngs", "seed")
+    __slots__ = ("bursts", "fault", "key", "rngs", "rows", "seed")
 
     def __init__(self, key: str, fault: Fault, seed: int) -> None:
         self.key = key
@@ -109,8 +121,9 @@ class _Armed:
         self.seed = seed
         self.rngs: dict[str, random.Random] = {}
         self.bursts: dict[str, int] = {}
+        self.rows: dict[str, int] = {}  # request target -> drawn faults in a row
 
-    def decide(self, operation: str) -> Decision:
+    def decide(self, operation: str, target: str) -> Decision:
         fault = self.fault
         burst = self.bursts.get(operation, fault.rate_limit_burst)
         if burst > 0:
@@ -131,6 +144,12 @@ class _Armed:
             kind = "truncate"
         elif malformed < fault.malformed_rate:
             kind = "malformed"
+        if fault.max_in_a_row is not None:
+            row = self.rows.pop(target, 0) + 1 if kind is not None else 0
+            if row > fault.max_in_a_row:
+                kind, row = None, 0
+            if row:
+                self.rows[target] = row
         return Decision(fault.latency, kind, fault, variant)
 
 
@@ -159,9 +178,10 @@ class FaultSchedule:
     def clear(self) -> None:
         self._armed.clear()
 
-    def decide(self, operation: str | None) -> Decision:
-        """The fate of the next request of ``operation`` (None: not an operation, no fault)."""
+    def decide(self, operation: str | None, target: str = "") -> Decision:
+        """The fate of the next request of ``operation`` (None: not an operation, no fault)
+        to ``target`` (its path and query)."""
         if operation is None or not self._armed:
             return _NO_FAULT
         armed = self._armed.get(operation) or self._armed.get("*")
-        return _NO_FAULT if armed is None else armed.decide(operation)
+        return _NO_FAULT if armed is None else armed.decide(operation, target)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Final, Self
 
-__all__ = ["DEFAULT_WAIT", "Gate"]
+__all__ = ["DEFAULT_WAIT", "Gate", "check_timeout"]
 
 #: How long ``arrived()`` waits by default before it gives up (seconds): a bound, not a pace.
 DEFAULT_WAIT: Final = 30.0
@@ -39,7 +39,7 @@ def _check_count(count: object, name: str = "count") -> int:
     return count
 
 
-def _check_timeout(timeout: object) -> float:
+def check_timeout(timeout: object) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
     return float(timeout)
@@ -87,7 +87,7 @@ class Gate:
         Raises TimeoutError, saying how many came, if they do not within ``timeout`` seconds.
         """
         count = _check_count(count)
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
 
@@ -108,7 +108,7 @@ class Gate:
     def wait_arrived(self, count: int, *, timeout: float = DEFAULT_WAIT) -> None:
         """Blocking ``arrived()``, for code that is not async (the server runs ``in_thread()``)."""
         count = _check_count(count)
-        timeout = _check_timeout(timeout)
+        timeout = check_timeout(timeout)
         event = threading.Event()
         notify = event.set
         if not self._register(count, notify):

@@ -49,3 +49,6 @@ class RecordedRequest:
     answered_at: float | None = None
     #: the scripted reply that answered it, if any
     reply: Reply | None = None
+    #: True when the client went away before the answer was sent, and the server stopped
+    #: working on it then (``status`` is None)
+    cancelled: bool = False

@@ -34,6 +34,11 @@ def _delay(_: object, attribute: attrs.Attribute[float], value: object) -> None:
         raise ValueError(f"{attribute.name} must be a number of seconds >= 0, got {value!r}")
 
 
+def _flag(_: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{attribute.name} must be a bool, got {value!r}")
+
+
 def _headers(value: object) -> Mapping[str, str]:
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
@@ -44,7 +49,7 @@ def _headers(value: object) -> Mapping[str, str]:
 
 @attrs.frozen
 class Reply:
-    """One scripted answer: ``Reply(503)``, ``Reply(json={...})``, ``Reply(drop=True)``.
+    """One scripted answer: ``Reply(503)``, ``Reply(json={...})``, ``Reply(reset=True)``.
 
     - ``status``: the HTTP status (200..599).
     - ``body`` (bytes or text, sent as is) or ``json`` (any value, sent as JSON). With
@@ -54,6 +59,11 @@ class Reply:
       ``application/json``.
     - ``delay``: seconds to wait before answering (cut short when the server closes).
     - ``drop``: close the connection without an answer (after ``delay``).
+    - ``reset``: reset the connection (a TCP RST) without an answer (after ``delay``).
+    - ``truncate``: send the status, the headers and the full ``Content-Length``, then only
+      the first half of the body, and close the connection: a body cut short.
+
+    At most one of ``drop``, ``reset`` and ``truncate``.
     """
 
     status: int = attrs.field(default=200, validator=_status)
@@ -61,11 +71,15 @@ class Reply:
     json: Any = attrs.field(default=None, kw_only=True)
     headers: Mapping[str, str] = attrs.field(factory=dict, kw_only=True, converter=_headers)
     delay: float = attrs.field(default=0.0, kw_only=True, validator=_delay)
-    drop: bool = attrs.field(default=False, kw_only=True)
+    drop: bool = attrs.field(default=False, kw_only=True, validator=_flag)
+    reset: bool = attrs.field(default=False, kw_only=True, validator=_flag)
+    truncate: bool = attrs.field(default=False, kw_only=True, validator=_flag)
 
     def __attrs_post_init__(self) -> None:
         if self.body is not None and self.json is not None:
             raise ValueError("give a Reply a body or json, not both")
+        if self.drop + self.reset + self.truncate > 1:
+            raise ValueError("give a Reply at most one of drop, reset and truncate")
 
 
 #: A function of the request (as recorded on arrival, not yet answered) that picks its Reply.

@@ -49,6 +49,7 @@ from asyncapi_client import (
     to_json,
     to_wire,
 )
+from asyncapi_client.fleet import RedisLimiter
 
 
 async def operations(session: aiohttp.ClientSession) -> None:
@@ -238,6 +239,13 @@ async def forward(
 ) -> Pool:
     """A user's wrapper passes "not given" through with the public sentinel's type."""
     return await client.pool(pool_id, deadline=deadline)
+
+
+def fleet_keys(limiter: RedisLimiter) -> None:
+    """A fleet limiter's keys are asked for by network, and a misspelt one fails the check."""
+    keys: list[str] = limiter.keys("mainnet") + limiter.keys(Network.TESTNET)
+    limiter.keys("mainet")  # type: ignore[arg-type]
+    del keys
 
 
 def retry_event(event: RetryEvent) -> None:
