@@ -44,7 +44,7 @@ class Config:
 
     pool_requests: int = 5_000
     orders_requests: int = 2_000
-    overhead_rounds: int = 5
+    overhead_rounds: int = 9
     #: httpx's connection pool costs O(waiting x connections) per request at concurrency 64
     #: (about 10 ms of CPU a request here), so it runs fewer requests there; per request,
     #: the count does not matter.
@@ -735,8 +735,8 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
 
 
 CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
-    "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.15),
-    "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.15),
+    "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.10),
+    "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.10),
     "orders": _overhead("orders", "orders() 100-order page x{n:,}", "orders", 1, 2.5),
     "orders-c8": _typed(
         "orders-c8", "orders() 100-order pages x2,000, concurrency 8", 100, 8, 2_000, 0.85
