@@ -376,7 +376,11 @@ def make_converter() -> cattrs.Converter:
     return conv
 
 
-_CONVERTER: Final = make_converter()
+@functools.cache
+def _converter() -> cattrs.Converter:
+    """The one detailed converter, made on first use (a refused body, ``to_wire``): building its
+    hooks is about 35 ms at import that a process decoding only good bodies need not pay."""
+    return make_converter()
 
 
 # --- the general fast path: one generated function per model ---------------------------------
@@ -769,7 +773,7 @@ class Decoder(typing.Generic[T]):
     def _explain(self, data: dict[str, Any]) -> DecodeError:
         """Run the detailed converter on the same data to name the bad field."""
         try:
-            _CONVERTER.structure(data, self.cls)
+            _converter().structure(data, self.cls)
         except Exception as exc:
             path, leaf = _error_path(exc)
             path = _bounded(path)
@@ -805,7 +809,7 @@ def to_wire(value: Any) -> Any:
     Typed for internal callers; the public, typed entry point is ``asyncapi_client.to_wire``.
     """
     if value.__class__ in _WIRE_NAMES:
-        return _CONVERTER.unstructure(value, value.__class__)
+        return _converter().unstructure(value, value.__class__)
     if isinstance(value, list | tuple):
         return [to_wire(item) for item in value]
     raise TypeError(f"to_wire() takes a model or a sequence of models, not {type(value).__name__}")

@@ -75,7 +75,7 @@ def _parent(body: Any, keys: tuple[Key, ...]) -> Any:
 
 def _detailed(decoder: dec.Decoder[Any], data: dict[str, Any]) -> tuple[bool, Any]:
     try:
-        return True, dec._CONVERTER.structure(data, decoder.cls)
+        return True, dec._converter().structure(data, decoder.cls)
     except Exception as exc:  # the detailed converter's verdict, whatever it is
         return False, exc
 
