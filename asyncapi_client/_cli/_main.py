@@ -168,11 +168,11 @@ def main(
         _silence(out_stream)  # what is still buffered goes nowhere, not to a failing flush
         return fail(f"cannot write the output: {_one_line(exc)}", EXIT_API_ERROR)
 
-    def done(status: int) -> int:
+    def done(status: int, flush: Callable[[], None] = out_stream.flush) -> int:
         """``status``, once everything written is flushed (or failed to be, in one line)."""
         try:
             with writing():
-                out_stream.flush()
+                flush()
         except BrokenPipeError:
             _silence(out_stream)
         except OutputWriteError as exc:
@@ -231,10 +231,4 @@ def main(
     except BrokenPipeError:
         _silence(out_stream)
         return EXIT_OK
-    try:
-        out.flush()
-    except BrokenPipeError:
-        _silence(out_stream)
-    except OutputWriteError as exc:
-        return cannot_write(exc)
-    return status
+    return done(status, out.flush)
