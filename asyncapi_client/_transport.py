@@ -769,7 +769,7 @@ def _built(origin: URL, prefix: str, url: str) -> URL:
     A ``url`` that does not start with ``prefix`` (origin's scheme and authority) is parsed.
     """
     if not url.startswith(prefix):
-        return URL(url, encoded=True)
+        return _parsed(url)
     path, mark, query = url[len(prefix) :].partition("?")
     if not mark:
         return origin.with_path(path, encoded=True)
