@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import ssl
 from collections.abc import AsyncIterator
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import aiohttp
 import attrs
@@ -33,6 +34,7 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
+from asyncapi_client._client import _identifier
 from asyncapi_client._network import HostConfigError
 from asyncapi_client._transport import encode_segment
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
@@ -661,6 +663,30 @@ def test_an_attempt_goes_to_the_url_of_its_request(
     )
     assert str(target) == str(parsed)
     assert target.raw_path.endswith(path)
+
+
+_SEGMENT_TEXT = st.text(
+    st.one_of(st.sampled_from("aZ09._~-%/?#é١ "), st.characters(codec="utf-8")), max_size=12
+)
+
+
+@given(_SEGMENT_TEXT)
+@settings(max_examples=300)
+def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
+    """The fast check (a strip of the unreserved characters) says what a regex over RFC 3986's
+    unreserved set says: anything else, non-ASCII letters and digits too, is percent-encoded."""
+    unreserved = re.fullmatch(r"[A-Za-z0-9._~-]+", value) is not None
+    expected = quote(value, safe="")
+    if expected in (".", ".."):
+        expected = expected.replace(".", "%2E")
+    assert encode_segment(value) == expected
+    try:
+        sent = _identifier(value, "pool_id")
+    except ValueError:  # empty, or a dot segment once decoded: tested in test_requests
+        assert not value or set(unquote(unquote(value))) <= {"."} or "%" in value
+        return
+    assert sent == expected
+    assert (sent == value) == unreserved
 
 
 def test_a_url_off_its_networks_base_is_parsed() -> None:
