@@ -108,7 +108,7 @@ _HEADERS = (
     "case",
     "asyncapi_client",
     "baseline",
-    "ratio median (min-max)",
+    "ratio: median (min-max) or [quartiles]",
     "target",
     "pass/fail",
 )
@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(_header(meta))
     if details:
-        print("\nEvery contender (median (min-max) over rounds; ratios per round):\n")
+        print(
+            "\nEvery contender (median over rounds, with (min-max), or [quartiles] in cases"
+            " of many rounds; ratios per round):\n"
+        )
         print(
             format_table(
                 ("case", "contender", "measured", "ratio"), [[*d.values()] for d in details]

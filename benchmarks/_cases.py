@@ -7,12 +7,14 @@ shared, noisy machine hit every contender alike, and each ratio is computed with
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import gc
 import json
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -26,6 +28,8 @@ from ._stats import per_round_ratios, spread, summary
 __all__ = ["CASES", "Config"]
 
 RAW: Final = "raw aiohttp+orjson"
+#: The same raw client once more in the same rounds: its ratio to RAW is the noise floor.
+RAW_AGAIN: Final = "raw aiohttp+orjson (again)"
 OURS: Final = "asyncapi_client"
 HTTPX: Final = "httpx+pydantic"
 PYDANTIC: Final = "pydantic validate_json"
@@ -42,18 +46,17 @@ _ORDERS_USER: Final = "0xbenchuser"
 class Config:
     """Sizes and round counts; :meth:`quick` is a smoke run of well under a minute."""
 
-    pool_requests: int = 5_000
-    orders_requests: int = 2_000
-    overhead_rounds: int = 9
-    #: httpx's connection pool costs O(waiting x connections) per request at concurrency 64
-    #: (about 10 ms of CPU a request here), so it runs fewer requests there; per request,
-    #: the count does not matter.
-    httpx_concurrent_requests: int = 1_000
+    #: Rounds of the request-overhead cases (pool-c1, pool-c64, orders): each runs every
+    #: contender's turn of calls twice (A B C C B A); ratios are taken within a round.
+    overhead_rounds: int = 101
+    #: httpx + pydantic, compared only, costs several times more: fewer rounds.
+    httpx_rounds: int = 7
+    typed_rounds: int = 31
+    hooks_rounds: int = 31
     warmup: int = 200
     decode_orders: int = 10_000
     decode_rounds: int = 15
     decode_reps: int = 3
-    typed_rounds: int = 7
     stream_pages: int = 20
     stream_latency_ms: int = 50
     consumer_s: float = 0.05
@@ -69,14 +72,13 @@ class Config:
     @classmethod
     def quick_run(cls) -> Config:
         return cls(
-            pool_requests=500,
-            orders_requests=200,
-            overhead_rounds=3,
-            httpx_concurrent_requests=200,
+            overhead_rounds=11,
+            httpx_rounds=3,
+            typed_rounds=5,
+            hooks_rounds=5,
             warmup=100,
             decode_rounds=5,
             decode_reps=2,
-            typed_rounds=3,
             stream_rounds=2,
             memory_orders=200_000,
             memory_rounds=1,
@@ -125,125 +127,177 @@ async def _drive(call: Callable[[str], Awaitable[object]], args: Sequence[str], 
     await asyncio.gather(*[worker() for _ in range(conc)])
 
 
-def _overhead_once(
-    factory: Callable[[str], _contenders.BenchClient],
+Factory = Callable[[str], _contenders.BenchClient]
+
+
+def _interleaved(
+    contenders: Mapping[str, Factory],
     server: ServerProcess,
     operation: str,
-    n: int,
     concurrency: int,
+    rounds: int,
+    chunk: dict[str, int],
     warmup: int,
     limit: int = 100,
-) -> dict[str, float]:
-    if operation == "pool":
-        warm = [f"warm-{i}" for i in range(warmup)]
-        args = [f"pool-{i:05d}" for i in range(n)]
-    else:
-        warm = [f"o{i * limit}" for i in range(n, n + warmup)]
-        args = [f"o{i * limit}" for i in range(n)]
+) -> dict[str, dict[str, list[float]]]:
+    """CPU and requests/s per contender and round, every contender open in one event loop.
 
-    async def run() -> tuple[float, float]:
-        async with factory(server.base_url) as client:
-            if operation == "pool":
-                call: Callable[[str], Awaitable[object]] = client.pool
-            else:
+    A round runs each contender's ``chunk`` of calls in turn, then again in reverse order
+    (A B C C B A; the next round starts B C A ...): a round lasts a fraction of a second, so
+    what a shared machine does within it hits every contender alike, and a ratio taken
+    within a round leaves it out. (Whole runs one after the other, each in its own loop,
+    measured two identical clients 0.88-1.13 apart, quartiles, on this machine.)
+    """
+    names = list(contenders)
+    issued = 0
 
-                def call(cursor: str) -> Awaitable[object]:
-                    return client.orders(_ORDERS_USER, limit, cursor)
+    def args(n: int) -> list[str]:
+        nonlocal issued
+        first, issued = issued, issued + n
+        if operation == "pool":
+            return [f"pool-{i:07d}" for i in range(first, issued)]
+        return [f"o{i * limit}" for i in range(first, issued)]
 
-            await _drive(call, warm, concurrency)
+    async def run() -> dict[str, dict[str, list[float]]]:
+        calls: dict[str, Callable[[str], Awaitable[object]]] = {}
+        async with contextlib.AsyncExitStack() as stack:
+            for name, factory in contenders.items():
+                client = await stack.enter_async_context(factory(server.base_url))
+                if operation == "pool":
+                    calls[name] = client.pool
+                else:
+                    calls[name] = functools.partial(_orders_call, client, limit)
+                await _drive(calls[name], args(warmup), concurrency)
+            cpu: dict[str, list[float]] = {name: [] for name in names}
+            rps: dict[str, list[float]] = {name: [] for name in names}
             gc.collect()
-            cpu, wall = time.process_time(), time.perf_counter()
-            await _drive(call, args, concurrency)
-            return time.process_time() - cpu, time.perf_counter() - wall
+            for r in range(rounds):
+                turn = names[r % len(names) :] + names[: r % len(names)]
+                spent = dict.fromkeys(names, 0.0)
+                wall = dict.fromkeys(names, 0.0)
+                for name in [*turn, *reversed(turn)]:
+                    batch = args(chunk[name])
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    await _drive(calls[name], batch, concurrency)
+                    spent[name] += time.process_time() - c0
+                    wall[name] += time.perf_counter() - w0
+                for name in names:
+                    cpu[name].append(spent[name] / (2 * chunk[name]) * 1e6)
+                    rps[name].append(2 * chunk[name] / wall[name])
+        return {name: {"cpu_us": cpu[name], "rps": rps[name]} for name in names}
 
     server.stats(reset=True)
-    cpu, wall = asyncio.run(run())
-    seen = server.stats()
-    if seen != n + warmup:
-        raise RuntimeError(f"the server saw {seen} requests, expected {n + warmup}")
-    return {"cpu_us": cpu / n * 1e6, "rps": n / wall, "requests_seen": seen}
+    result = asyncio.run(run())
+    seen, sent = server.stats(), issued
+    if seen != sent:
+        raise RuntimeError(f"the server saw {seen} requests, expected {sent}")
+    return result
+
+
+def _orders_call(client: _contenders.BenchClient, limit: int, cursor: str) -> Awaitable[object]:
+    return client.orders(_ORDERS_USER, limit, cursor)
+
+
+def _chunk(concurrency: int) -> int:
+    """Calls per contender per turn: at least two full waves at ``concurrency``."""
+    return max(64, 2 * concurrency)
+
+
+def _ratios(runs: dict[str, dict[str, list[float]]], of: str, to: str, key: str) -> dict[str, Any]:
+    return summary(per_round_ratios(runs[of][key], runs[to][key]))
 
 
 def _overhead(
     name: str, title_template: str, operation: str, concurrency: int, target: float
 ) -> Callable[[Config, ServerProcess], dict[str, Any]]:
     def case(cfg: Config, server: ServerProcess) -> dict[str, Any]:
-        n = cfg.pool_requests if operation == "pool" else cfg.orders_requests
-        title = title_template.format(n=n)
-        count = dict.fromkeys(_contenders.CLIENTS, n)
-        if concurrency > 1:
-            count[HTTPX] = min(n, cfg.httpx_concurrent_requests)
-        runs: dict[str, list[dict[str, float]]] = {c: [] for c in _contenders.CLIENTS}
-        for r in range(cfg.overhead_rounds):
-            for contender, factory in _contenders.CLIENTS.items():
-                result = _overhead_once(
-                    factory, server, operation, count[contender], concurrency, cfg.warmup
-                )
-                runs[contender].append(result)
-                _log(
-                    f"{name} round {r + 1}: {contender:<20} {result['cpu_us']:8.1f} us CPU/req"
-                    f" {result['rps']:8.0f} req/s"
-                )
-        cpu = {c: [x["cpu_us"] for x in rs] for c, rs in runs.items()}
+        chunk = _chunk(concurrency)
+        rounds = cfg.overhead_rounds
+        title = title_template.format(n=rounds * 2 * chunk)
+        main = {
+            RAW: _contenders.RawAiohttp,
+            OURS: _contenders.Ours,
+            RAW_AGAIN: _contenders.RawAiohttp,
+        }
+        runs = _interleaved(
+            main, server, operation, concurrency, rounds, dict.fromkeys(main, chunk), cfg.warmup
+        )
+        # httpx costs several times more and is only compared: fewer rounds, against raw
+        # calls of the same rounds.
+        side: dict[str, Factory] = {RAW: _contenders.RawAiohttp, HTTPX: _contenders.HttpxPydantic}
+        httpx_runs = _interleaved(
+            side, server, operation, concurrency, cfg.httpx_rounds, dict.fromkeys(side, chunk), 20
+        )
         contenders: dict[str, dict[str, Any]] = {
             c: {
-                "cpu_us": summary(cpu[c]),
-                "rps": summary([x["rps"] for x in rs]),
-                "cpu_ratio_vs_raw": summary(per_round_ratios(cpu[c], cpu[RAW])),
-                "requests_seen": [x["requests_seen"] for x in rs],
+                "cpu_us": summary(r["cpu_us"]),
+                "rps": summary(r["rps"]),
+                "cpu_ratio_vs_raw": _ratios(runs, c, RAW, "cpu_us"),
             }
-            for c, rs in runs.items()
+            for c, r in runs.items()
         }
-        ours, raw, httpx = contenders[OURS], contenders[RAW], contenders[HTTPX]
-        ratio = ours["cpu_ratio_vs_raw"]
-        vs_httpx = summary(per_round_ratios(cpu[OURS], cpu[HTTPX]))
+        contenders[HTTPX] = {
+            "cpu_us": summary(httpx_runs[HTTPX]["cpu_us"]),
+            "rps": summary(httpx_runs[HTTPX]["rps"]),
+            "cpu_ratio_vs_raw": _ratios(httpx_runs, HTTPX, RAW, "cpu_us"),
+            "rounds": cfg.httpx_rounds,
+        }
+        ours, raw = contenders[OURS], contenders[RAW]
+        ratio, floor = ours["cpu_ratio_vs_raw"], contenders[RAW_AGAIN]["cpu_ratio_vs_raw"]
+        _log(
+            f"{name}: {OURS} {spread(ratio, quartiles=True)} x raw over {rounds} rounds;"
+            f" raw vs raw {spread(floor, quartiles=True)}"
+        )
         details = [
             _detail(
                 f"{title} (vs raw)",
                 c,
-                f"{spread(v['cpu_us'], 1, ' us')} CPU/req, {spread(v['rps'], 0)} req/s",
-                spread(v["cpu_ratio_vs_raw"]),
+                f"{spread(v['cpu_us'], 1, ' us', True)} CPU/req,"
+                f" {spread(v['rps'], 0, quartiles=True)} req/s",
+                spread(v["cpu_ratio_vs_raw"], quartiles=True),
             )
             for c, v in contenders.items()
         ]
         return {
             "title": title,
             "details": details,
-            "requests": count,
+            "rounds": rounds,
+            "calls_per_turn": chunk,
             "concurrency": concurrency,
             "unit": "client CPU microseconds per request (time.process_time)",
             "contenders": contenders,
-            "ours_vs_httpx": vs_httpx,
             "target": {"max_ratio_vs_raw": target},
             "pass": ratio["median"] <= target,
             "rows": [
                 _row(
                     f"{title}: CPU/request vs raw",
-                    spread(ours["cpu_us"], 1, " us"),
-                    f"raw {spread(raw['cpu_us'], 1, ' us')}",
-                    spread(ratio),
+                    spread(ours["cpu_us"], 1, " us", True),
+                    f"raw {spread(raw['cpu_us'], 1, ' us', True)}",
+                    spread(ratio, quartiles=True),
                     f"<= {target}x",
                     ratio["median"] <= target,
                 ),
                 _row(
-                    f"{title}: requests/s",
-                    spread(ours["rps"], 0),
-                    f"raw {spread(raw['rps'], 0)}",
-                    spread(
-                        summary(
-                            per_round_ratios(
-                                [x["rps"] for x in runs[OURS]], [x["rps"] for x in runs[RAW]]
-                            )
-                        )
-                    ),
+                    f"{title}: noise floor, raw vs raw in the same rounds",
+                    "-",
+                    f"raw {spread(contenders[RAW_AGAIN]['cpu_us'], 1, ' us', True)}",
+                    spread(floor, quartiles=True),
                     "-",
                     None,
                 ),
                 _row(
-                    f"{title}: CPU/request vs httpx+pydantic",
-                    spread(ours["cpu_us"], 1, " us"),
-                    f"httpx {spread(httpx['cpu_us'], 1, ' us')}",
-                    spread(vs_httpx, 3),
+                    f"{title}: requests/s",
+                    spread(ours["rps"], 0, quartiles=True),
+                    f"raw {spread(raw['rps'], 0, quartiles=True)}",
+                    spread(_ratios(runs, OURS, RAW, "rps"), quartiles=True),
+                    "-",
+                    None,
+                ),
+                _row(
+                    f"{title}: httpx+pydantic CPU/request vs raw ({cfg.httpx_rounds} rounds)",
+                    "-",
+                    f"httpx {spread(contenders[HTTPX]['cpu_us'], 1, ' us')}",
+                    spread(contenders[HTTPX]["cpu_ratio_vs_raw"]),
                     "-",
                     None,
                 ),
@@ -254,43 +308,46 @@ def _overhead(
 
 
 def _typed(
-    name: str, title: str, limit: int, concurrency: int, requests: int, target: float
+    name: str, title: str, limit: int, concurrency: int, chunk: int, target: float
 ) -> Callable[[Config, ServerProcess], dict[str, Any]]:
     """orders() pages end to end against aiohttp + pydantic v2 (issue 12's typed baseline)."""
 
     def case(cfg: Config, server: ServerProcess) -> dict[str, Any]:
-        n = max(1, requests // 10) if cfg.quick else requests
-        warmup = max(2, min(cfg.warmup, n // 5))
-        runs: dict[str, list[dict[str, float]]] = {c: [] for c in _contenders.TYPED_CLIENTS}
-        for r in range(cfg.typed_rounds):
-            for contender, factory in _contenders.TYPED_CLIENTS.items():
-                result = _overhead_once(
-                    factory, server, "orders", n, concurrency, warmup, limit=limit
-                )
-                runs[contender].append(result)
-                _log(f"{name} round {r + 1}: {contender:<20} {result['cpu_us']:10.1f} us CPU/req")
-        cpu = {c: [x["cpu_us"] for x in rs] for c, rs in runs.items()}
+        rounds = cfg.typed_rounds
+        full_title = f"{title} x{rounds * 2 * chunk:,}"
+        runs = _interleaved(
+            _contenders.TYPED_CLIENTS,
+            server,
+            "orders",
+            concurrency,
+            rounds,
+            dict.fromkeys(_contenders.TYPED_CLIENTS, chunk),
+            max(2, chunk),
+            limit=limit,
+        )
         contenders = {
             c: {
-                "cpu_us": summary(cpu[c]),
-                "cpu_ratio_vs_aiohttp_pydantic": summary(per_round_ratios(cpu[c], cpu[TYPED])),
+                "cpu_us": summary(r["cpu_us"]),
+                "cpu_ratio_vs_aiohttp_pydantic": _ratios(runs, c, TYPED, "cpu_us"),
             }
-            for c in runs
+            for c, r in runs.items()
         }
         ratio = contenders[OURS]["cpu_ratio_vs_aiohttp_pydantic"]
+        _log(f"{name}: {OURS} {spread(ratio, quartiles=True)} x aiohttp+pydantic")
         details = [
             _detail(
-                f"{title} (vs aiohttp+pydantic)",
+                f"{full_title} (vs aiohttp+pydantic)",
                 c,
-                f"{spread(v['cpu_us'], 1, ' us')} CPU/req",
-                spread(v["cpu_ratio_vs_aiohttp_pydantic"]),
+                f"{spread(v['cpu_us'], 1, ' us', True)} CPU/req",
+                spread(v["cpu_ratio_vs_aiohttp_pydantic"], quartiles=True),
             )
             for c, v in contenders.items()
         ]
         return {
-            "title": title,
+            "title": full_title,
             "details": details,
-            "requests": n,
+            "rounds": rounds,
+            "calls_per_turn": chunk,
             "concurrency": concurrency,
             "unit": "client CPU microseconds per request (time.process_time)",
             "contenders": contenders,
@@ -298,10 +355,10 @@ def _typed(
             "pass": ratio["median"] <= target,
             "rows": [
                 _row(
-                    f"{title}: CPU/request vs aiohttp+pydantic",
-                    spread(contenders[OURS]["cpu_us"], 1, " us"),
-                    f"aiohttp+pydantic {spread(contenders[TYPED]['cpu_us'], 1, ' us')}",
-                    spread(ratio),
+                    f"{full_title}: CPU/request vs aiohttp+pydantic",
+                    spread(contenders[OURS]["cpu_us"], 1, " us", True),
+                    f"aiohttp+pydantic {spread(contenders[TYPED]['cpu_us'], 1, ' us', True)}",
+                    spread(ratio, quartiles=True),
                     f"<= {target}x",
                     ratio["median"] <= target,
                 )
@@ -702,26 +759,29 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     rows: list[dict[str, str]] = []
     results: dict[str, Any] = {}
     for concurrency in (1, 64):
-        cpu: dict[str, list[float]] = {c: [] for c in contenders}
-        for r in range(cfg.overhead_rounds if cfg.quick else max(cfg.overhead_rounds, 7)):
-            for contender, factory in contenders.items():
-                result = _overhead_once(
-                    factory, server, "pool", cfg.pool_requests, concurrency, cfg.warmup
-                )
-                cpu[contender].append(result["cpu_us"])
-                us = result["cpu_us"]
-                _log(f"hooks c{concurrency} round {r + 1}: {contender:<16} {us:8.1f} us")
-        results[f"c{concurrency}"] = {c: summary(v) for c, v in cpu.items()}
+        chunk = _chunk(concurrency)
+        runs = _interleaved(
+            contenders,
+            server,
+            "pool",
+            concurrency,
+            cfg.hooks_rounds,
+            dict.fromkeys(contenders, chunk),
+            cfg.warmup,
+        )
+        results[f"c{concurrency}"] = {c: summary(r["cpu_us"]) for c, r in runs.items()}
+        calls = cfg.hooks_rounds * 2 * chunk
         for contender in ("with_response", "telemetry=True"):
-            vs_plain = summary(per_round_ratios(cpu[contender], cpu[OURS]))
-            vs_raw = summary(per_round_ratios(cpu[contender], cpu[RAW]))
+            vs_plain = _ratios(runs, contender, OURS, "cpu_us")
+            vs_raw = _ratios(runs, contender, RAW, "cpu_us")
+            _log(f"hooks c{concurrency}: {contender} {spread(vs_plain, quartiles=True)} x plain")
             rows.append(
                 _row(
-                    f"pool() x{cfg.pool_requests:,}, concurrency {concurrency}: {contender} "
-                    f"CPU/request vs plain calls (vs raw: {spread(vs_raw)})",
-                    spread(summary(cpu[contender]), 1, " us"),
-                    f"plain {spread(summary(cpu[OURS]), 1, ' us')}",
-                    spread(vs_plain),
+                    f"pool() x{calls:,}, concurrency {concurrency}: {contender} "
+                    f"CPU/request vs plain calls (vs raw: {spread(vs_raw, quartiles=True)})",
+                    spread(summary(runs[contender]["cpu_us"]), 1, " us", True),
+                    f"plain {spread(summary(runs[OURS]['cpu_us']), 1, ' us', True)}",
+                    spread(vs_plain, quartiles=True),
                     "-",
                     None,
                 )
@@ -738,10 +798,8 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.10),
     "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.10),
     "orders": _overhead("orders", "orders() 100-order page x{n:,}", "orders", 1, 2.5),
-    "orders-c8": _typed(
-        "orders-c8", "orders() 100-order pages x2,000, concurrency 8", 100, 8, 2_000, 0.85
-    ),
-    "orders-10k": _typed("orders-10k", "orders() 10,000-order page x40", 10_000, 1, 40, 0.8),
+    "orders-c8": _typed("orders-c8", "orders() 100-order pages, concurrency 8", 100, 8, 64, 0.85),
+    "orders-10k": _typed("orders-10k", "orders() 10,000-order pages", 10_000, 1, 2, 0.8),
     "decode": _decode,
     "streams": _streams,
     "memory": _memory,

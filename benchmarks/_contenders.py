@@ -25,7 +25,14 @@ import pydantic
 from asyncapi_client import Client, OrderStatus, Side
 from asyncapi_client._decode import ORDERS_PAGE, camel
 
-__all__ = ["CLIENTS", "DECODERS", "TYPED_CLIENTS", "BenchClient"]
+__all__ = [
+    "DECODERS",
+    "TYPED_CLIENTS",
+    "BenchClient",
+    "HttpxPydantic",
+    "Ours",
+    "RawAiohttp",
+]
 
 
 class BenchClient(Protocol):
@@ -201,14 +208,6 @@ class AiohttpPydantic(RawAiohttp):
         if cursor:
             url += f"&cursor={cursor}"
         return await self._validate(url, POrdersPage)
-
-
-#: name -> factory(base_url); the first is the baseline every ratio is computed against.
-CLIENTS: Final[dict[str, Callable[[str], BenchClient]]] = {
-    "raw aiohttp+orjson": RawAiohttp,
-    "asyncapi_client": Ours,
-    "httpx+pydantic": HttpxPydantic,
-}
 
 
 #: The end-to-end cases against the typed stack: aiohttp + pydantic is the baseline.

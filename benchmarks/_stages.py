@@ -33,7 +33,7 @@ from typing import Final
 
 import orjson
 
-from asyncapi_client import _decode
+from asyncapi_client import OrdersPage, Pool, _decode
 
 from ._cases import decode_body
 from ._contenders import DECODERS, POrdersPage, PPool
@@ -60,9 +60,9 @@ def _stages(body: bytes) -> dict[str, Callable[[], object]]:
     }
     mirrors = getattr(_decode, "_MIRRORS", {})
     accelerated = _decode.ORDERS_PAGE._accelerated
-    if _decode.OrdersPage not in mirrors or accelerated is None:  # an older checkout
+    if OrdersPage not in mirrors or accelerated is None:  # an older checkout
         return stages
-    mirror = mirrors[_decode.OrdersPage]
+    mirror = mirrors[OrdersPage]
     stages["  mirror: msgspec -> Structs"] = lambda: mirror.decode(body)
     stages["  accelerated: mirror + build"] = lambda: accelerated(body)
     stages["ORDERS_PAGE.general(body)"] = lambda: _decode.ORDERS_PAGE.general(body)
@@ -82,8 +82,8 @@ def _small() -> dict[str, Callable[[], object]]:
         "orjson.loads(100 orders)": lambda: orjson.loads(page),
     }
     mirrors = getattr(_decode, "_MIRRORS", {})
-    if _decode.Pool in mirrors:
-        mirror = mirrors[_decode.Pool]
+    if Pool in mirrors:
+        mirror = mirrors[Pool]
         stages["  mirror(pool body)"] = lambda: mirror.decode(pool)
     return stages
 
