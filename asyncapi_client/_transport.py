@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 from urllib.parse import quote
 
 import aiohttp
+from multidict import CIMultiDict
 from yarl import URL
 
 from ._errors import (
@@ -153,6 +154,15 @@ class _NoCookies(aiohttp.CookieJar):
 
     def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
         return None
+
+
+def _with_headers(headers: Mapping[str, str]) -> type[aiohttp.ClientRequest]:
+    """A request class that adds ``headers`` (ours and the caller's) as aiohttp adds its own
+    defaults (Accept-Encoding kept): as session headers they would be copied into each
+    request one by one, about 1 % of a small call's CPU."""
+    defaults = CIMultiDict(aiohttp.ClientRequest.DEFAULT_HEADERS)
+    defaults.update(headers)  # case-insensitive: the caller's Accept replaces aiohttp's
+    return type("_Request", (aiohttp.ClientRequest,), {"DEFAULT_HEADERS": defaults})
 
 
 class _State(enum.Enum):
@@ -276,7 +286,8 @@ class Transport:
         self._local = limiter if type(limiter) is LocalLimiter else None
         self._on_retry = on_retry or self._log_retry
         self._random = random.Random()
-        self._headers: dict[str, str] = {"User-Agent": user_agent(), "Accept": "application/json"}
+        # The caller's headers replace ours whatever their case (one User-Agent, not two).
+        self._headers = CIMultiDict({"User-Agent": user_agent(), "Accept": "application/json"})
         self._headers.update(headers or {})
         self._trace_configs = list(trace_configs or ())
         # Per request: our headers only when the session is not ours (ours has them built
@@ -329,7 +340,7 @@ class Transport:
                 connector=aiohttp.TCPConnector(
                     limit=self._max_connections, limit_per_host=0, ssl=self._ssl
                 ),
-                headers=self._headers,
+                request_class=_with_headers(self._headers),
                 proxy=self._proxy,
                 trust_env=self._trust_env,
                 timeout=self._timeout,

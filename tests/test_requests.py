@@ -356,14 +356,35 @@ async def test_base_url_prefix_is_kept_and_trailing_slash_tolerated(
     assert url.raw_path == expected_path
 
 
-async def test_user_agent_and_caller_headers_are_sent(mocked: aioresponses) -> None:
-    async with Client(base_url=MAIN, headers={"X-Bot": "bot-7", "Accept-Language": "en"}) as c:
-        await c.tokens()
-    ((_, _, kwargs),) = sent(mocked)
-    headers = {k.lower(): v for k, v in dict(kwargs["headers"]).items()}
-    assert headers["user-agent"].startswith(f"asyncapi-client/{asyncapi_client.__version__}")
-    assert headers["x-bot"] == "bot-7"
-    assert headers["accept-language"] == "en"
+async def test_user_agent_and_caller_headers_are_sent(server: FakeServer) -> None:
+    async with Client(
+        base_url=server.base_url, headers={"X-Bot": "bot-7", "Accept-Language": "en"}
+    ) as client:
+        await client.tokens()
+        await client.pool("p")
+    for seen in server.requests:
+        assert seen.headers["User-Agent"].startswith(
+            f"asyncapi-client/{asyncapi_client.__version__}"
+        )
+        assert seen.headers["Accept"] == "application/json"
+        assert "gzip" in seen.headers["Accept-Encoding"]  # aiohttp's own default is kept
+        assert seen.headers["X-Bot"] == "bot-7"
+        assert seen.headers["Accept-Language"] == "en"
+        assert len(_all(seen, "User-Agent")) == 1
+
+
+async def test_caller_headers_replace_ours(server: FakeServer) -> None:
+    headers = {"user-agent": "bot/7", "ACCEPT": "application/vnd.x+json"}
+    async with Client(base_url=server.base_url, headers=headers) as client:
+        await client.pool("p")
+    (seen,) = server.requests
+    assert _all(seen, "User-Agent") == ["bot/7"]
+    assert _all(seen, "Accept") == ["application/vnd.x+json"]
+
+
+def _all(seen: RecordedRequest, name: str) -> list[str]:
+    """Every value of header ``name`` as sent (a repeated header shows up twice)."""
+    return [value for key, value in seen.headers.items() if key.lower() == name.lower()]
 
 
 async def test_every_operation_is_one_get_and_decodes(mocked: aioresponses) -> None:
