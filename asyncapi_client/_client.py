@@ -32,7 +32,7 @@ from ._models import (
 from ._network import Hosts, Network, parse_network
 from ._request import Request, Response
 from ._retry import RetryEvent, RetryPolicy
-from ._transport import PLAIN, Transport, encode_segment, package_version
+from ._transport import _UNRESERVED, Transport, encode_segment, package_version
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
 
@@ -76,7 +76,7 @@ def _dot_segment(value: str) -> bool:
 
 
 def _identifier(value: object, argument: str) -> str:
-    if type(value) is str and value and not value.strip(PLAIN):
+    if type(value) is str and "." not in value and _UNRESERVED(value):
         return value  # the hot path: nothing to encode, and no dot can make a dot segment
     if not isinstance(value, str) or not value:
         raise ValueError(f"{argument} must be a non-empty string, got {value!r}")

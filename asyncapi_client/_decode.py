@@ -493,6 +493,11 @@ def _mirror(cls: type, top: bool) -> Any:
     )
 
 
+#: What a decimal text may hold on the accelerated path (the rule's inline case); the texts
+#: of a body are joined, encoded and stripped of these bytes: anything left refuses the body.
+_DIGITS_AND_DOT_BYTES: Final = _DIGITS_AND_DOT.encode()
+
+
 #: Decimal(text) for the accelerated path: a context that cannot round (a text is at most 128
 #: digits) and refuses what is not a number; its create_decimal() costs less than Decimal()
 #: (positional argument parsing instead of keywords).
@@ -634,6 +639,7 @@ def _accelerated(cls: type) -> Callable[[bytes], Any] | None:
         decoder = _MIRRORS[cls] = msgspec.json.Decoder(_mirror(cls, True))
         namespace: dict[str, Any] = dict(_HELPERS)
         namespace.update(_decode=decoder.decode, _exact=_EXACT.create_decimal, _refuse=_refuse)
+        namespace["_DDB"] = _DIGITS_AND_DOT_BYTES
         emitter = _Emitter(namespace)
         built = emitter.model(cls, "m", 1, top=True)
     except _Unsupported:
@@ -654,9 +660,7 @@ def _accelerated(cls: type) -> Callable[[bytes], Any] | None:
     if emitter.uses_list:
         joined = f"{joined} + ''.join(texts)" if joined else "''.join(texts)"
     if joined:
-        # The decimal texts of a body, joined: anything but digits and dots is left by the
-        # strip and refuses the body (signs, exponents, blanks, non-ASCII digits).
-        lines.append(f"    if ({joined}).strip(_DD):")
+        lines.append(f"    if ({joined}).encode().translate(None, _DDB):")
         lines.append("        _refuse()")
     lines.append(f"    return {built}")
     source = "\n".join(lines)

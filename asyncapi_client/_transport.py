@@ -36,7 +36,7 @@ import asyncio
 import enum
 import logging
 import random
-import string
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -91,15 +91,13 @@ def user_agent() -> str:
     return f"asyncapi-client/{package_version()} aiohttp/{aiohttp.__version__} python/{py}"
 
 
-#: The unreserved characters of RFC 3986 but the dot: ``not value.strip(PLAIN)`` says a
-#: non-empty ``value`` is made only of them (no regex engine and no match object on the hot
-#: path; a dot is checked apart, it can make a dot segment).
-PLAIN: Final = string.ascii_letters + string.digits + "_~-"
+#: Ids made only of unreserved characters (RFC 3986) go on the wire as they are.
+_UNRESERVED: Final = re.compile(r"[A-Za-z0-9._~-]+").fullmatch
 
 
 def encode_segment(value: str) -> str:
     """Percent-encode ``value`` as exactly one path segment (``/ ? # %`` and dot segments too)."""
-    if value and not value.strip(PLAIN + ".") and value not in (".", ".."):
+    if _UNRESERVED(value) and value not in (".", ".."):
         return value  # addresses and most ids: nothing to encode
     encoded = quote(value, safe="")
     if encoded in (".", ".."):

@@ -673,8 +673,9 @@ _SEGMENT_TEXT = st.text(
 @given(_SEGMENT_TEXT)
 @settings(max_examples=300)
 def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
-    """The fast check (a strip of the unreserved characters) says what a regex over RFC 3986's
-    unreserved set says: anything else, non-ASCII letters and digits too, is percent-encoded."""
+    """An id goes out as it is exactly when it is made of RFC 3986's unreserved characters
+    (the client's fast path); anything else, non-ASCII letters and digits too, is
+    percent-encoded, and the fast path and the general one agree."""
     unreserved = re.fullmatch(r"[A-Za-z0-9._~-]+", value) is not None
     expected = quote(value, safe="")
     if expected in (".", ".."):
