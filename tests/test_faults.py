@@ -7,6 +7,7 @@ headers (RFC 9112 section 9.3.1); tests of a reset before the headers count that
 
 from __future__ import annotations
 
+import gzip
 import json
 import time
 import tracemalloc
@@ -27,6 +28,7 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
+from asyncapi_client.testing import FakeServer, Reply
 from tests._checks import TraceRecorder, settled, stray_tasks
 from tests._oracle import pool_json
 from tests._rawserver import (
@@ -305,6 +307,26 @@ async def test_a_chunked_body_under_the_cap_is_read_whole() -> None:
         pool = await client.pool("p1")
     assert pool.pool_id == "p1"
     assert server.count == 1
+
+
+async def test_a_compressed_body_is_capped_by_what_it_decompresses_to(server: FakeServer) -> None:
+    """A Content-Length counts compressed bytes: a 40 KiB gzip body of 40 MiB (a zip bomb)
+    is refused while it grows past the cap, and a small one is read as usual."""
+    small = json.dumps(pool_json(pool_id="p1")).encode()
+    bomb = gzip.compress(small[:-1] + b',"pad":"' + b"0" * (40 * MiB) + b'"}', 9)
+    gz = {"Content-Encoding": "gzip"}
+    server.script(
+        "pool", Reply(body=gzip.compress(small), headers=gz), Reply(body=bomb, headers=gz)
+    )
+    async with Client(base_url=server.base_url, max_response_bytes=MiB) as client:
+        pool = await client.pool("p1")
+        error, peak = await _peak_while(client)
+    assert pool.pool_id == "p1"
+    assert len(bomb) < MiB  # under the cap as sent: only the decompressed size is over
+    assert "it kept growing" in str(error)
+    assert error.limit == MiB
+    assert peak < 4 * MiB, peak
+    assert len(server.requests) == 2  # refused, not retried
 
 
 @pytest.mark.parametrize(
