@@ -46,13 +46,21 @@ _ORDERS_USER: Final = "0xbenchuser"
 class Config:
     """Sizes and round counts; :meth:`quick` is a smoke run of well under a minute."""
 
-    #: Rounds of the request-overhead cases (pool-c1, pool-c64, orders): each runs every
-    #: contender's turn of calls twice (A B C C B A); ratios are taken within a round.
-    overhead_rounds: int = 101
-    #: httpx + pydantic, compared only, costs several times more: fewer rounds.
+    #: Rounds of the request-overhead cases (pool-c1, pool-c64, orders): each gives every
+    #: contender a turn of calls, then another in reverse order (A B C C B A); ratios are
+    #: taken within a round.
+    overhead_rounds: int = 31
+    #: Calls in a turn: long enough for the steady state of a sustained fan-out (at
+    #: concurrency 64, turns of 2 waves made our client look 2-5 % cheaper than turns of
+    #: 30 waves), short enough that the machine's drifts hit every contender alike.
+    pool_turn: int = 1000
+    orders_turn: int = 250
+    #: httpx + pydantic, compared only, costs several times more: fewer rounds and turns of
+    #: two waves.
     httpx_rounds: int = 7
-    typed_rounds: int = 31
-    hooks_rounds: int = 31
+    typed_rounds: int = 15
+    hooks_rounds: int = 15
+    hooks_turn: int = 500
     warmup: int = 200
     decode_orders: int = 10_000
     decode_rounds: int = 15
@@ -72,10 +80,13 @@ class Config:
     @classmethod
     def quick_run(cls) -> Config:
         return cls(
-            overhead_rounds=11,
+            overhead_rounds=5,
+            pool_turn=200,
+            orders_turn=50,
             httpx_rounds=3,
             typed_rounds=5,
-            hooks_rounds=5,
+            hooks_rounds=3,
+            hooks_turn=200,
             warmup=100,
             decode_rounds=5,
             decode_reps=2,
@@ -143,10 +154,10 @@ def _interleaved(
     """CPU and requests/s per contender and round, every contender open in one event loop.
 
     A round runs each contender's ``chunk`` of calls in turn, then again in reverse order
-    (A B C C B A; the next round starts B C A ...): a round lasts a fraction of a second, so
-    what a shared machine does within it hits every contender alike, and a ratio taken
-    within a round leaves it out. (Whole runs one after the other, each in its own loop,
-    measured two identical clients 0.88-1.13 apart, quartiles, on this machine.)
+    (A B C C B A; the next round starts B C A ...): what a shared machine does within a
+    round hits every contender alike, and a ratio taken within a round leaves it out.
+    (Whole runs one after the other, each in its own loop, measured two identical clients
+    0.88-1.13 apart, quartiles, on this machine.)
     """
     names = list(contenders)
     issued = 0
@@ -198,11 +209,6 @@ def _orders_call(client: _contenders.BenchClient, limit: int, cursor: str) -> Aw
     return client.orders(_ORDERS_USER, limit, cursor)
 
 
-def _chunk(concurrency: int) -> int:
-    """Calls per contender per turn: at least two full waves at ``concurrency``."""
-    return max(64, 2 * concurrency)
-
-
 def _ratios(runs: dict[str, dict[str, list[float]]], of: str, to: str, key: str) -> dict[str, Any]:
     return summary(per_round_ratios(runs[of][key], runs[to][key]))
 
@@ -211,7 +217,7 @@ def _overhead(
     name: str, title_template: str, operation: str, concurrency: int, target: float
 ) -> Callable[[Config, ServerProcess], dict[str, Any]]:
     def case(cfg: Config, server: ServerProcess) -> dict[str, Any]:
-        chunk = _chunk(concurrency)
+        chunk = cfg.pool_turn if operation == "pool" else cfg.orders_turn
         rounds = cfg.overhead_rounds
         title = title_template.format(n=rounds * 2 * chunk)
         main = {
@@ -225,8 +231,15 @@ def _overhead(
         # httpx costs several times more and is only compared: fewer rounds, against raw
         # calls of the same rounds.
         side: dict[str, Factory] = {RAW: _contenders.RawAiohttp, HTTPX: _contenders.HttpxPydantic}
+        httpx_turn = max(64, 2 * concurrency)
         httpx_runs = _interleaved(
-            side, server, operation, concurrency, cfg.httpx_rounds, dict.fromkeys(side, chunk), 20
+            side,
+            server,
+            operation,
+            concurrency,
+            cfg.httpx_rounds,
+            dict.fromkeys(side, httpx_turn),
+            20,
         )
         contenders: dict[str, dict[str, Any]] = {
             c: {
@@ -759,7 +772,7 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     rows: list[dict[str, str]] = []
     results: dict[str, Any] = {}
     for concurrency in (1, 64):
-        chunk = _chunk(concurrency)
+        chunk = cfg.hooks_turn
         runs = _interleaved(
             contenders,
             server,
@@ -798,8 +811,8 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.10),
     "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.10),
     "orders": _overhead("orders", "orders() 100-order page x{n:,}", "orders", 1, 2.5),
-    "orders-c8": _typed("orders-c8", "orders() 100-order pages, concurrency 8", 100, 8, 64, 0.85),
-    "orders-10k": _typed("orders-10k", "orders() 10,000-order pages", 10_000, 1, 2, 0.8),
+    "orders-c8": _typed("orders-c8", "orders() 100-order pages, concurrency 8", 100, 8, 256, 0.85),
+    "orders-10k": _typed("orders-10k", "orders() 10,000-order pages", 10_000, 1, 4, 0.8),
     "decode": _decode,
     "streams": _streams,
     "memory": _memory,
