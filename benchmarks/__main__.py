@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     document = {"meta": meta, "config": _config_dict(cfg), "results": results, "table": rows}
     args.out.write_bytes(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
-    failed = any(r["pass"] is False for r in results.values())
+    failed = any(r.get("pass") is False for r in results.values())  # info cases have none
     return 1 if failed and args.strict else 0
 
 
