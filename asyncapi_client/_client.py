@@ -32,8 +32,9 @@ from ._models import (
 from ._network import Hosts, Network, parse_network
 from ._request import Request, Response
 from ._retry import RetryEvent, RetryPolicy
-from ._transport import _UNRESERVED, Transport, encode_segment, package_version
+from ._transport import _UNRESERVED, Transport, encode_segment
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
+from ._version import __version__
 from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ def _telemetry(telemetry: object) -> Telemetry | None:
             "telemetry=True needs OpenTelemetry, which is not installed: "
             "pip install 'asyncapi-client[otel]'"
         ) from None
-    return Telemetry(package_version())
+    return Telemetry(__version__)
 
 
 def _check_session_options(session: object, proxy: object, tls: object, trust_env: object) -> None:

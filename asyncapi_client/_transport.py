@@ -68,7 +68,7 @@ from ._version import __version__
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
     from ._telemetry import Telemetry
 
-__all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "package_version", "user_agent"]
+__all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "user_agent"]
 
 T = TypeVar("T")
 
@@ -81,14 +81,10 @@ MAX_REDIRECTS: Final = 5
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
-def package_version() -> str:
-    return __version__
-
-
 def user_agent() -> str:
     """``asyncapi-client/<version> aiohttp/<version> python/<version>``."""
     py = ".".join(map(str, sys.version_info[:3]))
-    return f"asyncapi-client/{package_version()} aiohttp/{aiohttp.__version__} python/{py}"
+    return f"asyncapi-client/{__version__} aiohttp/{aiohttp.__version__} python/{py}"
 
 
 #: Ids made only of unreserved characters (RFC 3986) go on the wire as they are.
