@@ -66,11 +66,6 @@ class _OursOrjson(_contenders.Ours):
         return await transport.get(request)
 
 
-class _WithResponse(_contenders.Ours):
-    async def pool(self, pool_id: str) -> object:
-        return await self.client.with_response.pool(pool_id)
-
-
 def _reference(path: str) -> ModuleType:
     """The package at ``PATH/asyncapi_client`` as module ``asyncapi_client_ref``."""
     init = Path(path) / "asyncapi_client" / "__init__.py"
@@ -103,7 +98,7 @@ def _factory(kind: str) -> Factory:
         "raw_session": _RawOnClientSession,
         "ours": _contenders.Ours,
         "ours_orjson": _OursOrjson,
-        "with_response": _WithResponse,
+        "with_response": _contenders.WithResponse,
     }
     if kind not in kinds:
         raise SystemExit(f"unknown kind {kind!r}: one of {', '.join(kinds)} or ref:PATH")

@@ -740,13 +740,6 @@ def _coalescing(cfg: Config, server: ServerProcess) -> dict[str, Any]:
 # --- the cost of what a call can show (with_response, telemetry) -----------------------------
 
 
-class _WithResponse(_contenders.Ours):
-    """``client.with_response.pool(...)``: the whole Response instead of the value."""
-
-    async def pool(self, pool_id: str) -> object:
-        return await self.client.with_response.pool(pool_id)
-
-
 def _telemetry_sdk() -> None:
     """The OpenTelemetry SDK as an application sets it up: spans recorded (not exported:
     the exporter's cost is the application's), metrics aggregated in memory."""
@@ -766,7 +759,7 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     contenders: dict[str, Callable[[str], _contenders.BenchClient]] = {
         RAW: _contenders.RawAiohttp,
         OURS: _contenders.Ours,
-        "with_response": _WithResponse,
+        "with_response": _contenders.WithResponse,
         "telemetry=True": lambda url: _contenders.Ours(url, telemetry=True),
     }
     rows: list[dict[str, str]] = []

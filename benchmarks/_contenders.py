@@ -32,6 +32,7 @@ __all__ = [
     "HttpxPydantic",
     "Ours",
     "RawAiohttp",
+    "WithResponse",
 ]
 
 
@@ -107,6 +108,13 @@ class Ours:
 
     async def orders(self, address: str, limit: int, cursor: str | None) -> object:
         return await self.client.orders(address, limit=limit, cursor=cursor)
+
+
+class WithResponse(Ours):
+    """``client.with_response.pool(...)``: the whole Response instead of the value."""
+
+    async def pool(self, pool_id: str) -> object:
+        return await self.client.with_response.pool(pool_id)
 
 
 # --- httpx + pydantic v2 ------------------------------------------------------------------
