@@ -73,6 +73,8 @@ class Checkpoint:
     ``cursor`` (orders) or ``page`` (leaderboard) is the page the position is on,
     ``consumed`` how many of its items are behind the position, ``last`` the transaction
     id or address of the last of them (None before the first item of the walk).
+    ``operation``, ``network``, ``page_size`` and the filters (``address``, ``market``,
+    ``status``, ``side``) name the walk: resuming another walk's checkpoint raises ValueError.
     """
 
     operation: Operation

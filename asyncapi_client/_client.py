@@ -329,6 +329,7 @@ class Client:
             trace_configs=trace_configs,
         )
         self.with_response: Final = WithResponse(self)
+        """The six operations again, each returning a :class:`Response` with the value."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -339,6 +340,7 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` has run."""
         return self._transport.closed
 
     async def close(self) -> None:
@@ -627,7 +629,9 @@ class Client:
 
         Args:
             address: the user's address.
-            market, status, side: filters, as for :meth:`orders`.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
             page_size: orders per page, sent as ``limit``.
             resume: a :class:`Checkpoint` (or its JSON text) to continue after.
             network: the walk's network instead of the client's.
@@ -660,7 +664,9 @@ class Client:
 
         Args:
             address: the user's address.
-            market, status, side: filters, as for :meth:`orders`.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
             page_size: orders per page, sent as ``limit``.
             max_items: stop after this many orders.
             resume: a :class:`Checkpoint` (or its JSON text) to continue after.

@@ -126,6 +126,7 @@ class FakeExchange:
     change a price) to set up a scenario, and a running :class:`FakeServer` serves the edit.
     """
 
+    #: The seed the data was generated from (the same seed, the same data).
     seed: int = 0
     #: Token wire dicts, in directory order.
     tokens: list[WireDict] = attrs.Factory(list)

@@ -50,6 +50,7 @@ class Gate:
 
     Made by ``FakeServer.gate(operation)`` and closed on leaving its ``with`` or ``async with``
     block (or by ``close()``), which lets every held request go and removes the gate.
+    ``operation`` is the operation it holds.
     """
 
     def __init__(self, operation: str, on_close: Callable[[Gate], None]) -> None:
