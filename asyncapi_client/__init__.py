@@ -1,7 +1,7 @@
-"""asyncapi_client: the asyncio-first, fully typed client of the exchange read API.
+"""asyncapi_client: the asyncio-first, fully typed client of the exchange read API::
 
-async with Client(base_url="https://...") as client:
-    pool = await client.pool("0xpool")
+    async with Client(base_url="https://...") as client:
+        pool = await client.pool("0xpool")
 """
 
 from ._checkpoint import Checkpoint
