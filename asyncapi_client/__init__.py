@@ -1,4 +1,6 @@
-"""asyncapi_client: the asyncio-first, fully typed client of the exchange read API::
+"""asyncapi_client: the asyncio-first, fully typed client of the exchange read API.
+
+Every public name is importable from here::
 
     async with Client(base_url="https://...") as client:
         pool = await client.pool("0xpool")
