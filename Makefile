@@ -94,7 +94,7 @@ docs: $(VENV)/.installed-docs chromium
 	$(PY) docs/_tooling/browser_check.py site
 
 docs-serve: $(VENV)/.installed-docs
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 clean:
 	rm -rf site $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info

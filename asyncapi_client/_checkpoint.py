@@ -166,7 +166,11 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, text: str | bytes | bytearray) -> Self:
-        """Read the text :meth:`to_json` wrote; anything else raises ValueError saying why."""
+        """Read the text :meth:`to_json` wrote; anything else raises ValueError saying why.
+
+        Args:
+            text: the JSON text, as ``str`` or bytes.
+        """
         if not isinstance(text, str | bytes | bytearray):
             raise ValueError(f"a checkpoint is JSON text, got {type(text).__name__}")
         try:

@@ -364,6 +364,11 @@ class Client:
         Attempts still happen (``max_retries`` sets how many while testing), so a bot's
         tests exercise its error handling without sleeping. ``set_testing(False)`` goes
         back to the client's own settings, which testing mode never changes.
+
+        Args:
+            testing: True to turn testing mode on, False to turn it off.
+            max_retries: retries after a failed attempt while testing (default: the
+                client's ``max_retries``).
         """
         if max_retries is not None:
             _non_negative_int(max_retries, "max_retries")
