@@ -11,8 +11,6 @@ object inventory.
 
 from __future__ import annotations
 
-import enum
-import importlib
 import logging
 import re
 import sys
@@ -28,10 +26,20 @@ from griffe_sphinx import PUBLIC_MODULES, SphinxHabits
 LOG = logging.getLogger("mkdocs.plugins.asyncapi_client_docs")
 
 
-def _is_enum(path: str) -> bool:
-    module, _, name = path.rpartition(".")
-    value = getattr(importlib.import_module(module), name, None)
-    return isinstance(value, type) and issubclass(value, enum.Enum)
+def _is_enum(cls: griffe.Object) -> bool:
+    """Whether ``cls`` derives from an ``enum`` class (read from the source, not imported:
+    the docs build has no optional dependency such as redis-py)."""
+    for base in getattr(cls, "bases", ()):
+        path = base.canonical_path if isinstance(base, griffe.Expr) else str(base)
+        if path.startswith("enum."):
+            return True
+        try:
+            parent = cls.modules_collection[path]
+        except KeyError:
+            continue  # outside the package (typing.Generic, Exception...)
+        if parent.is_class and _is_enum(parent):
+            return True
+    return False
 
 
 def _listed(cls: griffe.Object) -> set[str]:
@@ -68,7 +76,7 @@ def undocumented(package: griffe.Module) -> list[str]:
             if not target.is_class:
                 continue
             listed = _listed(target)
-            enum_class = _is_enum(target.path)
+            enum_class = _is_enum(target)
             for child_name, child in target.members.items():
                 if child_name.startswith("_") or child.is_alias:
                     continue
