@@ -1,6 +1,9 @@
 # Two commands do everything on a fresh machine with Python >= 3.11:
 #   make demo   virtualenv + install + run the client against the embedded fake exchange
 #   make test   virtualenv + test extras + ruff + mypy --strict + pytest with branch coverage
+# and two for the documentation site (docs/, mkdocs.yml):
+#   make docs        docs extra + a strict build into site/ + a check in headless Chromium
+#   make docs-serve  the site on http://127.0.0.1:8000, rebuilt as you edit
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -18,7 +21,7 @@ comma  := ,
 # 2026-11-23: make test 114 s with 2 workers, 102 s with 3, 106 s with 4).
 WORKERS ?= 3
 
-.PHONY: demo test lint typecheck pytest bench clean redis-server
+.PHONY: demo test lint typecheck pytest bench clean redis-server docs docs-serve chromium
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +49,19 @@ $(VENV)/.installed-bench: pyproject.toml | $(PY)
 	$(call INSTALL,-e '.[test$(comma)bench]')
 	touch $@
 
+$(VENV)/.installed-docs: pyproject.toml | $(PY)
+	$(call INSTALL,-e '.[docs]')
+	touch $@
+
+# The docs' browser check drives Debian's chromium (CHROMIUM=path for another), installed
+# when missing as redis-server is.
+chromium:
+	@[ -n "$$CHROMIUM" ] || command -v chromium >/dev/null \
+	|| { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq \
+	     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	        chromium >/dev/null; } \
+	|| { echo "no chromium: install one (Debian: chromium) or set CHROMIUM"; exit 1; }
+
 demo: $(VENV)/.installed
 	$(BIN)/asyncapi-client demo
 
@@ -70,5 +86,15 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-bench
 	$(PY) -m benchmarks
 
+# Strict: a broken link or anchor, an unresolved reference, a griffe warning or a public name
+# without a docstring fails the build (docs/_tooling/hooks.py). Then every page in Chromium.
+# NO_MKDOCS_2_WARNING: Material prints a banner about MkDocs 2 on every build otherwise.
+docs: $(VENV)/.installed-docs chromium
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	$(PY) docs/_tooling/browser_check.py site
+
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info
+	rm -rf site $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info

@@ -1,7 +1,9 @@
 """asyncapi_client: the asyncio-first, fully typed client of the exchange read API.
 
-async with Client(base_url="https://...") as client:
-    pool = await client.pool("0xpool")
+Every public name is importable from here::
+
+    async with Client(base_url="https://...") as client:
+        pool = await client.pool("0xpool")
 """
 
 from ._checkpoint import Checkpoint

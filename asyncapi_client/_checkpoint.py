@@ -73,6 +73,8 @@ class Checkpoint:
     ``cursor`` (orders) or ``page`` (leaderboard) is the page the position is on,
     ``consumed`` how many of its items are behind the position, ``last`` the transaction
     id or address of the last of them (None before the first item of the walk).
+    ``operation``, ``network``, ``page_size`` and the filters (``address``, ``market``,
+    ``status``, ``side``) name the walk: resuming another walk's checkpoint raises ValueError.
     """
 
     operation: Operation
@@ -164,7 +166,11 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, text: str | bytes | bytearray) -> Self:
-        """Read the text :meth:`to_json` wrote; anything else raises ValueError saying why."""
+        """Read the text :meth:`to_json` wrote; anything else raises ValueError saying why.
+
+        Args:
+            text: the JSON text, as ``str`` or bytes.
+        """
         if not isinstance(text, str | bytes | bytearray):
             raise ValueError(f"a checkpoint is JSON text, got {type(text).__name__}")
         try:

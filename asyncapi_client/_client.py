@@ -329,6 +329,7 @@ class Client:
             trace_configs=trace_configs,
         )
         self.with_response: Final = WithResponse(self)
+        """The six operations again, each returning a :class:`Response` with the value."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -339,6 +340,7 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` has run."""
         return self._transport.closed
 
     async def close(self) -> None:
@@ -362,6 +364,11 @@ class Client:
         Attempts still happen (``max_retries`` sets how many while testing), so a bot's
         tests exercise its error handling without sleeping. ``set_testing(False)`` goes
         back to the client's own settings, which testing mode never changes.
+
+        Args:
+            testing: True to turn testing mode on, False to turn it off.
+            max_retries: retries after a failed attempt while testing (default: the
+                client's ``max_retries``).
         """
         if max_retries is not None:
             _non_negative_int(max_retries, "max_retries")
@@ -627,7 +634,9 @@ class Client:
 
         Args:
             address: the user's address.
-            market, status, side: filters, as for :meth:`orders`.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
             page_size: orders per page, sent as ``limit``.
             resume: a :class:`Checkpoint` (or its JSON text) to continue after.
             network: the walk's network instead of the client's.
@@ -660,7 +669,9 @@ class Client:
 
         Args:
             address: the user's address.
-            market, status, side: filters, as for :meth:`orders`.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
             page_size: orders per page, sent as ``limit``.
             max_items: stop after this many orders.
             resume: a :class:`Checkpoint` (or its JSON text) to continue after.

@@ -52,6 +52,7 @@ BODY_PREVIEW_CHARS = 2048
 class ApiError(Exception):
     """Base class of every error raised for a failed request.
 
+    ``message`` is the text without the network, URL and attempts that ``str()`` adds;
     ``network`` and ``url`` say where the request went, when it got that far.
     ``attempts`` is how many requests the failed call made (0: it failed before any);
     when more than one, the message says so and ``__cause__`` is the error of the attempt
@@ -95,7 +96,10 @@ class LimiterError(TransportError):
 
 
 class ResponseTooLargeError(TransportError):
-    """The body grew past ``max_response_bytes``; refused as it streamed in, never retried."""
+    """The body grew past ``max_response_bytes``; refused as it streamed in, never retried.
+
+    ``limit`` is the ``max_response_bytes`` it grew past.
+    """
 
     def __init__(
         self, message: str, *, limit: int, url: str | None = None, network: str | None = None
@@ -105,7 +109,11 @@ class ResponseTooLargeError(TransportError):
 
 
 class StatusError(ApiError):
-    """The server answered with a status outside 2xx."""
+    """The server answered with a status outside 2xx.
+
+    ``status`` is the HTTP status, ``body`` the start of the error body as text (truncated),
+    ``headers`` the answer's headers (case-insensitive, repeated headers kept, read-only).
+    """
 
     def __init__(
         self,

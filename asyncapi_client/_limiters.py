@@ -175,6 +175,8 @@ class LocalLimiter:
 
     Quotas are kept per network (each network is its own API host). Safe to share between
     clients, event loops and threads of one process; it has no task and nothing to close.
+    ``rates`` and ``weights`` (the slots an operation takes; 1 where not named) are the ones
+    it was made with.
     """
 
     def __init__(

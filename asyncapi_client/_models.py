@@ -96,7 +96,17 @@ class MarketType(_OpenEnum):
 
 @attrs.frozen(slots=True)
 class Token:
-    """A listed token with its price data."""
+    """A listed token with its price data.
+
+    Attributes:
+        address: the token's address, as sent.
+        name: the token's name.
+        symbol: the token's ticker symbol.
+        decimals: the token's decimals (an integral JSON float such as ``18.0`` is read as 18).
+        total_supply: sent as text and kept exactly; ``decimals`` is not applied to it.
+        logo_uri: the logo's address (wire ``logoUri``); None when null or missing.
+        price_usd: the price in US dollars (wire ``priceUsd``); None when null or missing.
+    """
 
     address: str
     name: str
@@ -109,7 +119,20 @@ class Token:
 
 @attrs.frozen(slots=True)
 class Market:
-    """One market that trades a token, on any venue."""
+    """One market that trades a token, on any venue.
+
+    The API gives no unit for ``tvl``, ``volume_24h`` and ``fee``: the client passes them on
+    as floats, unconverted.
+
+    Attributes:
+        address: the market's address.
+        token0: the first token of the pair.
+        token1: the second token of the pair.
+        type: the venue kind; a value the client does not know is kept (``is_known`` False).
+        tvl: total value locked.
+        volume_24h: volume over the last 24 hours (wire ``volume24h``).
+        fee: the fee, a fraction or a percentage (the API does not say which).
+    """
 
     address: str
     token0: Token
@@ -122,7 +145,18 @@ class Market:
 
 @attrs.frozen(slots=True)
 class Pool:
-    """An order-book (CLOB) pool."""
+    """An order-book (CLOB) pool.
+
+    Attributes:
+        pool_id: the pool's id (wire ``poolId``).
+        base_token: the token traded (wire ``baseToken``).
+        quote_token: the token prices are quoted in (wire ``quoteToken``).
+        price: the price, quote per base as usually read (the API does not say).
+        price_change_24h: the 24-hour change (wire ``priceChange24h``; absolute or percent
+            not given).
+        volume_24h: volume over the last 24 hours (wire ``volume24h``; unit not given).
+        tvl: total value locked (unit not given).
+    """
 
     pool_id: str
     base_token: Token
@@ -135,7 +169,19 @@ class Pool:
 
 @attrs.frozen(slots=True)
 class Order:
-    """One order of a user on an order-book pool."""
+    """One order of a user on an order-book pool.
+
+    Attributes:
+        transaction_id: the order's transaction id (wire ``transactionId``).
+        pool_id: the pool the order belongs to (wire ``poolId``).
+        user: the owner's wallet address.
+        side: ``BUY`` or ``SELL``; an unknown value is kept.
+        price: the limit price, exact (sent as text).
+        size: the size ordered, exact (sent as text).
+        filled_size: how much of it filled, exact (wire ``filledSize``, sent as text).
+        status: the order's state; an unknown value (``"REJECTED"``) is kept.
+        timestamp: as sent, unconverted: the API gives no unit (seconds or milliseconds).
+    """
 
     transaction_id: str
     pool_id: str
@@ -305,6 +351,12 @@ class UserProfile:
     ``balances`` and ``positions`` are records the API leaves open: read-only
     :class:`FrozenDict` objects (nested arrays are tuples), so a profile is hashable and safe to
     share between every caller a coalesced request answered.
+
+    Attributes:
+        address: the user's wallet address.
+        balances: the balances, each a read-only mapping (fields not given by the API).
+        orders: the user's orders, a tuple.
+        positions: the positions, each a read-only mapping (fields not given by the API).
     """
 
     address: str
@@ -315,7 +367,13 @@ class UserProfile:
 
 @attrs.frozen(slots=True)
 class LeaderboardEntry:
-    """One ranked participant of the referral competition."""
+    """One ranked participant of the referral competition.
+
+    Attributes:
+        rank: the rank, from 1 (ties share a rank).
+        address: the participant's address; a walk yields each address once.
+        score: the score (what it measures is not given by the API).
+    """
 
     rank: int
     address: str
@@ -324,7 +382,13 @@ class LeaderboardEntry:
 
 @attrs.frozen(slots=True)
 class OrdersPage:
-    """One page of a user's orders; ``cursor`` is None when there is no further page."""
+    """One page of a user's orders.
+
+    Attributes:
+        orders: the page's orders, a tuple.
+        cursor: pass it as ``cursor=`` to fetch the next page; None (the server sent null,
+            nothing or ``""``) when there is no further page.
+    """
 
     orders: Sequence[Order]
     cursor: str | None = None
@@ -332,7 +396,15 @@ class OrdersPage:
 
 @attrs.frozen(slots=True)
 class LeaderboardPage:
-    """One page of the leaderboard, with the board's size as the server saw it."""
+    """One page of the leaderboard, with the board's size as the server saw it.
+
+    Attributes:
+        leaderboard: the page's entries, a tuple.
+        page: the page number, from 1.
+        limit: entries per page.
+        total: entries on the whole board.
+        total_pages: pages on the whole board (wire ``totalPages``).
+    """
 
     leaderboard: Sequence[LeaderboardEntry]
     page: int

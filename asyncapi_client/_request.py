@@ -45,7 +45,8 @@ class Response(Generic[T]):
 
     ``value`` is the decoded result; ``status``, ``headers`` (case-insensitive, repeated
     headers kept) and ``content`` (the body as received) are the final answer's; ``url``
-    is where it came from (after any same-origin redirect); ``attempts`` counts the
+    is where it came from (after any same-origin redirect) and ``network`` the network it
+    went to; ``attempts`` counts the
     requests the call made; ``elapsed`` the seconds it took, waits included. Callers that
     shared one request (coalescing) get a Response for that request.
     """

@@ -149,8 +149,9 @@ def decide(
 class RetryEvent:
     """Handed to ``Client(on_retry=fn)`` before each retry's wait.
 
-    ``attempt`` is the 1-based number of the attempt that failed with ``error``; ``wait``
-    the seconds the client will now wait before the next one.
+    ``operation`` (``"pool"``...), ``network`` and ``url`` say which request; ``attempt`` is
+    the 1-based number of the attempt that failed with ``error``; ``wait`` the seconds the
+    client will now wait before the next one.
     """
 
     operation: str

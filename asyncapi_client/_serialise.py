@@ -42,10 +42,17 @@ def to_wire(obj: Model | Sequence[Model]) -> dict[str, Any] | list[dict[str, Any
     camelCase names, decimals as exact text (``"0.000000000000000001"``), enums as their
     values (also values the enum does not know), ``None`` for null; anything else raises
     ``TypeError``.
+
+    Args:
+        obj: a model (``Pool``, ``OrdersPage``...) or a sequence of them.
     """
     return _decode.to_wire(obj)  # type: ignore[no-any-return]
 
 
 def to_json(obj: Model | Sequence[Model]) -> bytes:
-    """:func:`to_wire` as compact UTF-8 JSON bytes; the client's decoders read it back equal."""
+    """:func:`to_wire` as compact UTF-8 JSON bytes; the client's decoders read it back equal.
+
+    Args:
+        obj: a model or a sequence of models.
+    """
     return orjson.dumps(_decode.to_wire(obj))

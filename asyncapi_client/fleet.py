@@ -175,7 +175,8 @@ class RedisLimiter:
 
     Built from a URL it owns its connection pool (close it with :meth:`aclose` or
     ``async with``); built from the caller's ``redis.asyncio.Redis`` it never closes it.
-    Use it from one event loop, like a ``Client``.
+    Use it from one event loop, like a ``Client``. ``rates`` and ``weights`` (the slots an
+    operation takes; 1 where not named) are the ones it was made with.
     """
 
     def __init__(

@@ -126,6 +126,7 @@ class FakeExchange:
     change a price) to set up a scenario, and a running :class:`FakeServer` serves the edit.
     """
 
+    #: The seed the data was generated from (the same seed, the same data).
     seed: int = 0
     #: Token wire dicts, in directory order.
     tokens: list[WireDict] = attrs.Factory(list)
@@ -155,6 +156,14 @@ class FakeExchange:
 
         With ``orders_per_user >= 10`` every user has orders of all five statuses on both
         sides. Needs at least 2 tokens and 1 pool.
+
+        Args:
+            seed: the seed the data is drawn from.
+            tokens: tokens in the directory.
+            users: users with a profile and orders.
+            orders_per_user: orders of each user.
+            leaderboard_size: entries on the leaderboard.
+            pools: order-book pools.
         """
         return _Generator(
             random.Random(_seed(seed)),

@@ -62,9 +62,9 @@ class Fault:
     """What to do wrong on one operation (or ``"*"``: every operation without its own Fault).
 
     - ``latency``: seconds added before every answer, faulted or not.
-    - ``rate_limit_burst``: the next N requests answer 429, with ``Retry-After: retry_after``
-      (seconds for a number, the text as is for a string such as an HTTP date, no header
-      for None). Counted once, from ``set_fault``.
+    - ``rate_limit_burst``: the next N requests answer 429, with a ``Retry-After`` header of
+      ``retry_after`` (seconds for a number, the text as is for a string such as an HTTP
+      date, no header for None). Counted once, from ``set_fault``.
     - ``drop_rate``: the share of requests whose connection is closed without an answer.
     - ``error_rate``: the share answered with ``error_status`` (500 unless told).
     - ``truncate_rate``: the share answered 200 with a ``Content-Length`` the body never

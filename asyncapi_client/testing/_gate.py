@@ -50,6 +50,7 @@ class Gate:
 
     Made by ``FakeServer.gate(operation)`` and closed on leaving its ``with`` or ``async with``
     block (or by ``close()``), which lets every held request go and removes the gate.
+    ``operation`` is the operation it holds.
     """
 
     def __init__(self, operation: str, on_close: Callable[[Gate], None]) -> None:
@@ -106,7 +107,12 @@ class Gate:
             self._unregister(notify)
 
     def wait_arrived(self, count: int, *, timeout: float = DEFAULT_WAIT) -> None:
-        """Blocking ``arrived()``, for code that is not async (the server runs ``in_thread()``)."""
+        """Blocking ``arrived()``, for code that is not async (the server runs ``in_thread()``).
+
+        Args:
+            count: requests to wait for (in total, since the gate was made).
+            timeout: seconds before ``TimeoutError``, which says how many came.
+        """
         count = _check_count(count)
         timeout = check_timeout(timeout)
         event = threading.Event()

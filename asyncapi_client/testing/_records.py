@@ -25,7 +25,9 @@ class RecordedRequest:
     replaced by its final record when it has been answered.
     """
 
+    #: the network whose port the request came in on
     network: Network
+    #: the HTTP method (the client sends GET)
     method: str
     #: the path, percent-decoded, prefix included
     path: str

@@ -172,7 +172,9 @@ class FakeServer:
     ``async with FakeServer(FakeExchange.generate(seed=7)) as server:`` then point a Client at
     ``server.base_url`` and ``server.testnet_base_url``. ``start()``/``close()`` do the same
     without a block. ``prefix`` puts every path under a base path (``"/gw"`` -> ``/gw/api/...``).
-    ``seed`` drives the fault schedule and signs the cursors.
+    ``seed`` drives the fault schedule and signs the cursors. ``exchange`` is the data
+    served (edit it to set up a scenario), ``host`` the loopback address the two ports are
+    bound on.
     """
 
     def __init__(
@@ -303,10 +305,12 @@ class FakeServer:
 
     @property
     def port(self) -> int:
+        """The main network's port (started servers only)."""
         return self.port_of(Network.MAINNET)
 
     @property
     def testnet_port(self) -> int:
+        """The test network's port (started servers only)."""
         return self.port_of(Network.TESTNET)
 
     # --- faults and records -----------------------------------------------------------
