@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import decimal
+import errno
 import functools
 import os
 import secrets
@@ -511,7 +512,7 @@ class _PartFile:
         import pyarrow.parquet as pq
 
         if os.path.isdir(target):
-            raise IsADirectoryError(f"{target} is a directory: name the file to write")
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), target)
         self.target = target
         self.writer: Any = None
         self.fd, self.part = _temporary_beside(target)
