@@ -66,11 +66,6 @@ MODELS: Final[dict[str, type]] = {"orders": Order, "leaderboard": LeaderboardEnt
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
-#: Wide enough for any decimal the decoder accepts (128 digits, exponent within +-128),
-#: moved by up to 38 places: a scaleb in this context is exact or it signals.
-_EXACT: Final = decimal.Context(
-    prec=400, Emax=999_999, Emin=-999_999, traps=[decimal.Inexact, decimal.Rounded]
-)
 
 
 def _pyarrow() -> types.ModuleType:
@@ -210,68 +205,49 @@ def _ints(pa: types.ModuleType) -> Callable[[list[Any]], Any]:
     return build
 
 
-def _unscaled(value: Decimal, scale: int) -> int:
-    """``value * 10**scale`` as an int, exactly; ValueError when that is not whole."""
+def _why_not(value: Any, scale: int) -> str | None:
+    """Why ``value`` does not fit decimal128(38, scale) exactly (None: it does)."""
+    if not isinstance(value, Decimal):
+        return "is not a decimal"
     if not value.is_finite():
-        raise ValueError("is not a finite number")
-    try:
-        moved = value.scaleb(scale, _EXACT)
-        whole = moved.to_integral_exact(context=_EXACT)
-    except (decimal.Inexact, decimal.Rounded):
-        whole = None
-    if whole is None or whole != moved:
-        raise ValueError(f"has more than {scale} digits after the point")
-    return int(whole)
+        return "is not a finite number"
+    _, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    kept = max(len(digits) + min(exponent + scale, 0), 0)  # those left at ``scale`` places
+    if any(digits[kept:]):
+        return f"has more than {scale} digits after the point: decimal128(38, {scale})"
+    if value and value.adjusted() + 1 > MAX_PRECISION - scale:
+        return (
+            f"has too many digits before the point: decimal128(38, {scale}) holds "
+            f"{MAX_PRECISION - scale}"
+        )
+    return None
 
 
 def _decimals(pa: types.ModuleType, scale: int) -> Callable[[list[Any]], Any]:
-    """decimal128(38, scale), exactly: pyarrow converts (and refuses data loss itself), and
-    when it refuses, each value is converted exactly here to name the first that does not fit,
-    or to build the column from unscaled integers when all do (pyarrow refuses some exact
-    ones, such as 1 written with 40 zeros)."""
+    """decimal128(38, scale), exactly: each value is first quantized to ``scale`` places in a
+    38-digit context that traps any rounding and any overflow, so pyarrow receives values it
+    only has to copy (it rounds some others silently: 8E-39 becomes 0 at scale 0)."""
     arrow_type = pa.decimal128(MAX_PRECISION, scale)
-    limit = 10**MAX_PRECISION
-    width = 16
+    places = Decimal(1).scaleb(-scale)
+    exact = decimal.Context(
+        prec=MAX_PRECISION,
+        Emax=999_999,
+        Emin=-999_999,
+        traps=[decimal.Inexact, decimal.InvalidOperation],
+    )
+    quantize = Decimal.quantize
 
     def build(values: list[Any]) -> Any:
-        nulls = values.count(None)
         try:
-            array = pa.array(values, type=arrow_type)
-        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            fitted = [None if v is None else quantize(v, places, context=exact) for v in values]
+            array = pa.array(fitted, type=arrow_type)
+        except (decimal.DecimalException, TypeError, pa.ArrowException):
             array = None
-        if array is not None and array.null_count == nulls:  # NaN would become a null
-            return array
-        raw = bytearray()
-        valid = bytearray()
-        for index, value in enumerate(values):
-            if value is None:
-                raw += bytes(width)
-                valid.append(0)
-                continue
-            if not isinstance(value, Decimal):
-                raise _Refused(index, "is not a decimal")
-            try:
-                unscaled = _unscaled(value, scale)
-            except ValueError as exc:
-                raise _Refused(index, f"{exc}: decimal128({MAX_PRECISION}, {scale})") from None
-            if not -limit < unscaled < limit:
-                integer_digits = MAX_PRECISION - scale
-                raise _Refused(
-                    index,
-                    f"has more than {integer_digits} digits before the point: "
-                    f"decimal128({MAX_PRECISION}, {scale})",
-                )
-            raw += unscaled.to_bytes(width, "little", signed=True)
-            valid.append(1)
-        bitmap = None
-        if nulls:
-            bits = sum(bit << i for i, bit in enumerate(valid)).to_bytes(
-                (len(values) + 7) // 8, "little"
-            )
-            bitmap = pa.py_buffer(bits)
-        return pa.Array.from_buffers(
-            arrow_type, len(values), [bitmap, pa.py_buffer(bytes(raw))], null_count=nulls
-        )
+        if array is None or array.null_count != values.count(None):  # NaN would be a null
+            _refuse_first(values, lambda value: _why_not(value, scale))
+            raise AssertionError(f"pyarrow refused decimals that fit decimal128(38, {scale})")
+        return array
 
     return build
 
