@@ -208,8 +208,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
         choices=(*FORMATS, *FILE_FORMATS),
         default=default(None),
         help=(
-            "output format (default: table on a terminal, json otherwise; parquet: "
-            "orders --all and leaderboard --all to --output FILE)"
+            "output format (default: table on a terminal, json otherwise; parquet writes "
+            "a whole walk of orders or entries to a file)"
         ),
     )
     group.add_argument(
