@@ -13,10 +13,11 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import pyarrow as pa
@@ -36,7 +37,7 @@ from asyncapi_client import (
     Token,
     Walk,
 )
-from asyncapi_client._export import CHUNK, _plan, arrow_schema
+from asyncapi_client._export import CHUNK, _PartFile, _plan, arrow_schema
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply, WireDict
 from tests._checks import stray_tasks
 
@@ -393,7 +394,7 @@ async def test_a_long_walk_is_built_in_chunks_and_batches_of_the_size_asked(
     tmp_path: Path,
 ) -> None:
     """More rows than one chunk: batches span chunks and pages, and stay full."""
-    group = CHUNK // 2 + 1000  # a batch: a chunk and part of the next
+    group = CHUNK // 2 + 1000  # a row group: part of a chunk; a batch: more than one
     many = FakeExchange.generate(seed=3, users=1, orders_per_user=CHUNK * 2 + 500)
     address = next(iter(many.orders))
     async with FakeServer(many) as server, Client(base_url=server.base_url) as client:
@@ -402,15 +403,15 @@ async def test_a_long_walk_is_built_in_chunks_and_batches_of_the_size_asked(
         rows = await client.iter_orders(address, page_size=500).to_parquet(
             path, rows_per_group=group
         )
-        sizes = [
-            b.num_rows
-            async for b in client.iter_orders(address, page_size=500).record_batches(rows=group)
-        ]
+        walk = client.iter_orders(address, page_size=500)
+        batches = [b async for b in walk.record_batches(rows=CHUNK + 1000)]
     assert rows == len(models) == CHUNK * 2 + 500
-    assert sizes == [group, group, group, len(models) - 3 * group]
     meta = pq.ParquetFile(path).metadata
-    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == sizes
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert groups == [group, group, group, len(models) - 3 * group]
     assert_rows_equal(pq.read_table(path), models)
+    assert [b.num_rows for b in batches] == [CHUNK + 1000, len(models) - CHUNK - 1000]
+    assert_rows_equal(pa.Table.from_batches(batches), models)
 
 
 async def test_to_parquet_writes_row_groups_and_returns_the_rows(
@@ -593,3 +594,80 @@ def test_importing_the_package_does_not_import_pyarrow() -> None:
         check=True,
     )
     assert done.stdout.strip() == "[]"
+
+
+# --- every column refuses what it cannot hold ---------------------------------------------
+
+ORDER = Order("t", "p", "u", Side.BUY, Decimal(1), Decimal(2), Decimal(0), OrderStatus.OPEN, 7)
+ENTRY = LeaderboardEntry(1, "0xa", 2.5)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        (attrs.evolve(ORDER, timestamp=2**63), "timestamp of item 4 .* does not fit int64"),
+        (attrs.evolve(ORDER, timestamp=-(2**63) - 1), "timestamp of item 4 .* does not fit int64"),
+        (attrs.evolve(ORDER, timestamp=1e19), "timestamp of item 4 .* does not fit int64"),
+        (attrs.evolve(ORDER, timestamp=float("inf")), "timestamp of item 4 .* is fractional"),
+        (attrs.evolve(ORDER, timestamp=True), "timestamp of item 4 .* is not a number"),
+        (attrs.evolve(ORDER, timestamp="7"), "timestamp of item 4 .* is not a number"),
+        (attrs.evolve(ORDER, price=Decimal("NaN")), "price of item 4 .* not a finite number"),
+        (attrs.evolve(ORDER, size="1.5"), "size of item 4 .* is not a decimal"),
+        (attrs.evolve(ORDER, user=5), "user of item 4 .* is not text"),
+        (
+            attrs.evolve(ORDER, price=Decimal("1" * 61)),
+            r"price of item 4 .*: (1{28})\.\.\.\1 \(61 characters\)",
+        ),
+        (attrs.evolve(ENTRY, score=2**60 + 1), "score of item 4 .* cannot be a float64 exactly"),
+        (attrs.evolve(ENTRY, score=10**400), "score of item 4 .* cannot be a float64 exactly"),
+        (attrs.evolve(ENTRY, score="x"), "score of item 4 .* is not a number"),
+        (attrs.evolve(ENTRY, rank=1.5), "rank of item 4 .* is fractional"),
+    ],
+)
+def test_each_column_refuses_what_it_cannot_hold(item: Any, message: str) -> None:
+    plan = _plan(type(item), 18)
+    good = ORDER if isinstance(item, Order) else ENTRY
+    with pytest.raises(ValueError, match=message):
+        plan.chunk(pa, [good, item, good], 3)
+
+
+def test_whole_numbers_are_taken_where_a_column_expects_another_kind() -> None:
+    entries = [attrs.evolve(ENTRY, rank=2.0, score=3), ENTRY]
+    assert _plan(LeaderboardEntry, 18).chunk(pa, entries, 0).to_pylist() == [
+        {"rank": 2, "address": "0xa", "score": 3.0},
+        {"rank": 1, "address": "0xa", "score": 2.5},
+    ]
+
+
+async def test_a_cancel_waits_for_the_row_group_being_written(
+    served: tuple[FakeServer, Client], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file in progress is removed only once the thread writing to it has finished."""
+    _, client = served
+    entered, release, finished = threading.Event(), threading.Event(), threading.Event()
+    write = _PartFile.write
+
+    def slow_write(self: _PartFile, table: pa.Table, rows: int) -> None:
+        entered.set()
+        release.wait(30)
+        write(self, table, rows)
+        finished.set()
+
+    monkeypatch.setattr(_PartFile, "write", slow_write)
+    task = asyncio.create_task(client.iter_orders(ADDRESS).to_parquet(tmp_path / "o.parquet"))
+    assert await asyncio.to_thread(entered.wait, 30)
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=0.05)
+    assert not done  # still waiting for the thread: the file is not removed under it
+    assert len(names(tmp_path)) == 1
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert finished.is_set()
+    assert names(tmp_path) == []
+
+
+async def test_a_path_must_be_text(served: tuple[FakeServer, Client]) -> None:
+    _, client = served
+    with pytest.raises(TypeError, match="path must be a str or a path"):
+        await client.iter_orders(ADDRESS).to_parquet(cast(Any, b"orders.parquet"))

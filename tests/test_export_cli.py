@@ -204,3 +204,12 @@ async def test_a_failure_mid_walk_exits_1_and_leaves_no_file(tmp_path: Path) -> 
     assert stderr.startswith(b"asyncapi-client: error: HTTP 404")
     assert stderr.count(b"\n") == 1
     assert names(tmp_path) == []
+
+
+async def test_an_export_runs_in_a_thread_too(fake: FakeServer, tmp_path: Path) -> None:
+    """Off the main thread no signal handler can be set: the export runs without one."""
+    output = tmp_path / "board.parquet"
+    args = ("leaderboard", "--all", "--format", "parquet", "--output", str(output))
+    run = await asyncio.to_thread(cli, *args, env=hosts(fake.base_url))
+    run.ok()
+    assert pq.read_table(output).num_rows == len(EXCHANGE.leaderboard)
