@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -676,3 +677,42 @@ async def test_a_path_must_be_text(served: tuple[FakeServer, Client]) -> None:
     _, client = served
     with pytest.raises(TypeError, match="path must be a str or a path"):
         await client.iter_orders(ADDRESS).to_parquet(cast(Any, b"orders.parquet"))
+
+
+# --- the guide ----------------------------------------------------------------------------
+
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "export.md"
+
+
+def guide_programs() -> list[str]:
+    """Every code block of the guide not marked ``<!-- fragment -->``: Python programs."""
+    text = GUIDE.read_text(encoding="utf-8")
+    programs = []
+    for match in re.finditer(r"(<!-- fragment -->\n)?```(\w+)\n(.*?)```", text, re.DOTALL):
+        fragment, language, body = match.groups()
+        if fragment:
+            continue
+        if language == "sh":  # the install line
+            assert body.startswith("pip install"), body
+            continue
+        assert language == "python", language
+        programs.append(body)
+    return programs
+
+
+def test_the_guide_has_runnable_programs() -> None:
+    assert len(guide_programs()) == 2
+
+
+@pytest.mark.parametrize("number", [0, 1])
+def test_each_program_of_the_guide_runs(number: int, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", guide_programs()[number]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout
