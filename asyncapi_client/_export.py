@@ -25,7 +25,6 @@ import decimal
 import errno
 import functools
 import os
-import secrets
 import types
 import typing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
@@ -469,7 +468,7 @@ def _temporary_beside(target: str) -> tuple[int, str]:
     directory, name = os.path.split(target)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     for _ in range(100):
-        path = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.part")
+        path = os.path.join(directory, f".{name}.{os.urandom(4).hex()}.part")
         try:
             return os.open(path, flags, 0o666), path  # less the umask, as open() would give
         except FileExistsError:  # pragma: no cover - 32 random bits, taken

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import attrs
 
-from . import _export
 from ._checkpoint import Checkpoint
 from ._errors import PaginationError
 from ._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
@@ -517,13 +516,15 @@ class Walk(Generic[T]):
         Args:
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        from . import _export  # on first use: importing the package costs nothing for it
+
         return await _export.to_arrow(self, decimal_scale=decimal_scale)
 
     async def to_parquet(
         self: Walk[Order] | Walk[LeaderboardEntry],
         path: str | os.PathLike[str],
         *,
-        rows_per_group: int = _export.DEFAULT_ROWS,
+        rows_per_group: int = 65_536,
         decimal_scale: int = 18,
     ) -> int:
         """Write the rest of the walk to a Parquet file, row group by row group; returns
@@ -537,6 +538,8 @@ class Walk(Generic[T]):
             rows_per_group: rows in each row group (all full but the last).
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        from . import _export
+
         return await _export.to_parquet(
             self, path, rows_per_group=rows_per_group, decimal_scale=decimal_scale
         )
@@ -544,7 +547,7 @@ class Walk(Generic[T]):
     def record_batches(
         self: Walk[Order] | Walk[LeaderboardEntry],
         *,
-        rows: int = _export.DEFAULT_ROWS,
+        rows: int = 65_536,
         decimal_scale: int = 18,
     ) -> AsyncIterator[pyarrow.RecordBatch]:
         """The rest of the walk as ``pyarrow.RecordBatch`` objects of ``rows`` rows (all full
@@ -556,6 +559,8 @@ class Walk(Generic[T]):
             rows: rows in each batch.
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        from . import _export
+
         return _export.record_batches(self, rows=rows, decimal_scale=decimal_scale)
 
 

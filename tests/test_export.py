@@ -9,6 +9,7 @@ Parquet file appearing only whole, and the ImportError without pyarrow.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import subprocess
@@ -38,7 +39,7 @@ from asyncapi_client import (
     Token,
     Walk,
 )
-from asyncapi_client._export import CHUNK, _PartFile, _plan, arrow_schema
+from asyncapi_client._export import CHUNK, DEFAULT_ROWS, _PartFile, _plan, arrow_schema
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply, WireDict
 from tests._checks import stray_tasks
 
@@ -581,13 +582,20 @@ def test_without_pyarrow_each_export_raises_an_import_error_naming_the_extra() -
     assert all("pip install 'asyncapi-client[arrow]'" in line for line in lines), lines
 
 
+def test_the_defaults_of_the_methods_are_the_exports() -> None:
+    for method, name in ((Walk.to_parquet, "rows_per_group"), (Walk.record_batches, "rows")):
+        assert inspect.signature(method).parameters[name].default == DEFAULT_ROWS
+
+
 def test_importing_the_package_does_not_import_pyarrow() -> None:
+    """Nor the export module: the start-up cost of the package does not grow with it."""
     done = subprocess.run(
         [
             sys.executable,
             "-c",
             "import sys, asyncapi_client, asyncapi_client._cli; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow'))",
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow' "
+            "or m == 'asyncapi_client._export'))",
         ],
         capture_output=True,
         text=True,

@@ -16,7 +16,6 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
-from asyncapi_client import _export
 from asyncapi_client._errors import ApiError
 from asyncapi_client._walks import Walk
 
@@ -91,6 +90,8 @@ def _say(ctx: Context, text: str) -> None:
 
 
 async def _export_walk(ctx: Context, walk: Walk[Any], kind: Kind) -> int:
+    from asyncapi_client import _export  # pyarrow and the export only when asked for
+
     args = ctx.args
     output: str = args.output
     progress = Progress(ctx.render.out, kind.noun)
