@@ -57,6 +57,8 @@ EXTRA: Final = "asyncapi-client[arrow]"
 DEFAULT_ROWS: Final = 65_536
 #: Items turned into Arrow arrays at once: the models held beside a batch's columns.
 CHUNK: Final = 8_192
+#: pyarrow writes no larger row group (it would split one silently).
+MAX_ROWS_PER_GROUP: Final = 64 * 1024 * 1024
 #: A ``decimal128`` holds 38 digits; ``decimal_scale`` of them are after the point.
 MAX_PRECISION: Final = 38
 
@@ -555,6 +557,11 @@ async def to_parquet(
     file in progress. ``on_rows(n)`` is told the rows read so far (the CLI's progress).
     """
     _check_rows(rows_per_group, "rows_per_group")
+    if rows_per_group > MAX_ROWS_PER_GROUP:
+        raise ValueError(
+            f"rows_per_group must be at most {MAX_ROWS_PER_GROUP:,} (pyarrow's largest row "
+            f"group), got {rows_per_group:,}"
+        )
     plan = _plan_of(walk, _check_scale(decimal_scale))
     pa = _pyarrow()
     target = os.fspath(path)

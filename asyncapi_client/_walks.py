@@ -448,6 +448,8 @@ class Walk(Generic[T]):
     :attr:`checkpoint` is the position just after the last item handed out; pass it (or its
     JSON text) as ``resume=`` to continue there, in this process or another one. After the
     end, an error or ``aclose()``, the walk hands out nothing more, and its checkpoint stays.
+    A walk of items also goes straight to columns: :meth:`to_arrow`, :meth:`to_parquet` and
+    :meth:`record_batches` (extra ``asyncapi-client[arrow]``).
     """
 
     __slots__ = ("_busy", "_chunk", "_closed", "_pager", "_start")
