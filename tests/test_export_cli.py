@@ -119,6 +119,7 @@ def test_on_a_terminal_the_progress_goes_to_stderr(fake: FakeServer, tmp_path: P
         ),
         (["leaderboard", "--decimal-scale", "39"], "expected an integer from 0 to 38"),
         (["leaderboard", "--rows-per-group", "0"], "expected a positive integer"),
+        (["leaderboard", "--rows-per-group", "67108865"], "expected at most 67,108,864 rows"),
     ],
 )
 def test_usage_errors_exit_2(tmp_path: Path, argv: list[str], message: str) -> None:

@@ -277,6 +277,13 @@ def _scale(text: str) -> int:
     return value
 
 
+def _group_rows(text: str) -> int:
+    value = _positive_int(text)
+    if value > 64 * 1024 * 1024:  # pyarrow's largest row group
+        raise ValueError(f"expected at most 67,108,864 rows, got {text!r}")
+    return value
+
+
 def _export_options(parser: argparse.ArgumentParser) -> None:
     """``--output`` and the Parquet settings of a walk written with ``--format parquet``."""
     group = parser.add_argument_group("with --all --format parquet")
@@ -287,7 +294,7 @@ def _export_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--rows-per-group",
-        type=_type(_positive_int),
+        type=_type(_group_rows),
         default=65_536,
         metavar="N",
         help="rows in each Parquet row group (default: 65,536)",
