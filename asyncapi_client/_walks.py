@@ -19,17 +19,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import os
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Generic, Self, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 import attrs
 
 from ._checkpoint import Checkpoint
 from ._errors import PaginationError
-from ._models import LeaderboardPage, OrdersPage
+from ._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
 
-__all__ = ["BoardPager", "CursorPager", "Walk", "item_walk", "page_walk"]
+if TYPE_CHECKING:
+    import pyarrow
+
+__all__ = ["BoardPager", "CursorPager", "Walk", "is_item_walk", "item_walk", "page_walk", "settle"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -444,6 +448,8 @@ class Walk(Generic[T]):
     :attr:`checkpoint` is the position just after the last item handed out; pass it (or its
     JSON text) as ``resume=`` to continue there, in this process or another one. After the
     end, an error or ``aclose()``, the walk hands out nothing more, and its checkpoint stays.
+    A walk of items also goes straight to columns: :meth:`to_arrow`, :meth:`to_parquet` and
+    :meth:`record_batches` (extra ``asyncapi-client[arrow]``).
     """
 
     __slots__ = ("_busy", "_chunk", "_closed", "_pager", "_start")
@@ -497,6 +503,67 @@ class Walk(Generic[T]):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<Walk {self._start.operation} {state} at {self.checkpoint.to_json()[:200]}>"
+
+    # --- columnar export (asyncapi-client[arrow]; the work is in _export) ---------------------
+
+    async def to_arrow(
+        self: Walk[Order] | Walk[LeaderboardEntry], *, decimal_scale: int = 18
+    ) -> pyarrow.Table:
+        """The rest of the walk as a ``pyarrow.Table``, one column per model attribute.
+
+        Decimals are ``decimal128(38, decimal_scale)``, exact or refused: a value that does
+        not fit raises ``ValueError`` naming the field and the item's position (from 0 where
+        the export began). Walks of items only; needs ``asyncapi-client[arrow]``.
+
+        Args:
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        from . import _export  # on first use: importing the package costs nothing for it
+
+        return await _export.to_arrow(self, decimal_scale=decimal_scale)
+
+    async def to_parquet(
+        self: Walk[Order] | Walk[LeaderboardEntry],
+        path: str | os.PathLike[str],
+        *,
+        rows_per_group: int = 65_536,
+        decimal_scale: int = 18,
+    ) -> int:
+        """Write the rest of the walk to a Parquet file, row group by row group; returns
+        the number of rows written.
+
+        The file is written beside ``path`` and renamed to it once complete: ``path``
+        appears only whole, and a failure or cancellation leaves no file behind.
+
+        Args:
+            path: the file to write (replaced if it exists).
+            rows_per_group: rows in each row group (all full but the last).
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        from . import _export
+
+        return await _export.to_parquet(
+            self, path, rows_per_group=rows_per_group, decimal_scale=decimal_scale
+        )
+
+    def record_batches(
+        self: Walk[Order] | Walk[LeaderboardEntry],
+        *,
+        rows: int = 65_536,
+        decimal_scale: int = 18,
+    ) -> AsyncIterator[pyarrow.RecordBatch]:
+        """The rest of the walk as ``pyarrow.RecordBatch`` objects of ``rows`` rows (all full
+        but the last), each built as its pages arrive: memory stays bounded by one batch.
+
+        After each batch handed out, :attr:`checkpoint` stands just after its last row.
+
+        Args:
+            rows: rows in each batch.
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        from . import _export
+
+        return _export.record_batches(self, rows=rows, decimal_scale=decimal_scale)
 
 
 class _ItemWalk(Walk[T]):
@@ -589,3 +656,15 @@ def item_walk(pager: _Pager, start: Checkpoint, max_items: int | None) -> Walk[A
 def page_walk(pager: _Pager, start: Checkpoint) -> Walk[Any]:
     """A walk that hands out ``pager``'s pages."""
     return _PageWalk(pager, start)
+
+
+def is_item_walk(walk: Walk[Any]) -> bool:
+    """True for a walk of items (orders, entries), False for a walk of pages."""
+    return isinstance(walk, _ItemWalk)
+
+
+def settle(walk: Walk[Any], checkpoint: Checkpoint) -> None:
+    """A closed walk's checkpoint becomes ``checkpoint``: an export that failed hands out no
+    row of its batch, so the walk stands just after the last row it did hand out."""
+    assert walk._closed
+    walk._start, walk._chunk = checkpoint, None

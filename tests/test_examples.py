@@ -42,7 +42,6 @@ OUTPUT = "<!-- output -->"
 PENDING_PAGES = {
     "docs/guides/rate-limits.md",
     "docs/guides/sync.md",
-    "docs/guides/export.md",
     "docs/guides/cli-safety.md",
 }
 

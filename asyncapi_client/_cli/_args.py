@@ -17,9 +17,12 @@ from asyncapi_client._network import ENV_VARS, Network, parse_network
 
 from ._render import FORMATS
 
-__all__ = ["PROG", "ShowVersion", "UsageError", "build_parser", "parse_fault"]
+__all__ = ["FILE_FORMATS", "PROG", "ShowVersion", "UsageError", "build_parser", "parse_fault"]
 
 PROG: Final = "asyncapi-client"
+
+#: Formats written to a file (``--output FILE``) rather than to stdout: see ``_parquet``.
+FILE_FORMATS: Final = ("parquet",)
 
 #: Seconds a command may take, retries and waits included, unless --deadline says otherwise.
 DEFAULT_DEADLINE: Final = 30.0
@@ -202,9 +205,12 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
     )
     group.add_argument(
         "--format",
-        choices=FORMATS,
+        choices=(*FORMATS, *FILE_FORMATS),
         default=default(None),
-        help="output format (default: table on a terminal, json otherwise)",
+        help=(
+            "output format (default: table on a terminal, json otherwise; parquet writes "
+            "a whole walk of orders or entries to a file)"
+        ),
     )
     group.add_argument(
         "--wide",
@@ -261,6 +267,47 @@ def _checkpoint_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _scale(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 38:
+        raise ValueError(f"expected an integer from 0 to 38, got {text!r}")
+    return value
+
+
+def _group_rows(text: str) -> int:
+    value = _positive_int(text)
+    if value > 64 * 1024 * 1024:  # pyarrow's largest row group
+        raise ValueError(f"expected at most 67,108,864 rows, got {text!r}")
+    return value
+
+
+def _export_options(parser: argparse.ArgumentParser) -> None:
+    """``--output`` and the Parquet settings of a walk written with ``--format parquet``."""
+    group = parser.add_argument_group("with --all --format parquet")
+    group.add_argument(
+        "--output",
+        metavar="FILE",
+        help="the Parquet file to write; it appears only once the walk is complete",
+    )
+    group.add_argument(
+        "--rows-per-group",
+        type=_type(_group_rows),
+        default=65_536,
+        metavar="N",
+        help="rows in each Parquet row group (default: 65,536)",
+    )
+    group.add_argument(
+        "--decimal-scale",
+        type=_type(_scale),
+        default=18,
+        metavar="N",
+        help="digits after the point in the decimal128(38, N) columns (default: 18)",
+    )
+
+
 def build_parser(
     stdout: IO[str], commands: dict[str, Callable[..., Any]]
 ) -> argparse.ArgumentParser:
@@ -309,6 +356,7 @@ def build_parser(
     sub.add_argument("--cursor", metavar="C", help="the page at cursor C (from a page's cursor)")
     sub.add_argument("--all", action="store_true", help="follow the cursor to the last page")
     _checkpoint_option(sub)
+    _export_options(sub)
 
     sub = command("leaderboard", "one page of the leaderboard, or with --all every entry")
     sub.add_argument("--page", type=_type(_positive_int), metavar="N", help="page number (from 1)")
@@ -320,6 +368,7 @@ def build_parser(
     )
     sub.add_argument("--all", action="store_true", help="every page, fetched concurrently")
     _checkpoint_option(sub)
+    _export_options(sub)
 
     command("demo", "run the client against the embedded fake exchange, offline")
 

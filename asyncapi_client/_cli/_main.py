@@ -14,8 +14,8 @@ from typing import IO, Any, Final
 from asyncapi_client._errors import ApiError
 from asyncapi_client._retry import RetryEvent
 
-from . import _commands, _fake
-from ._args import PROG, ShowVersion, UsageError, build_parser
+from . import _commands, _fake, _parquet
+from ._args import FILE_FORMATS, PROG, ShowVersion, UsageError, build_parser
 from ._checkpoint import CheckpointWriteError
 from ._commands import Context
 from ._render import Output, OutputWriteError, isatty, renderer, writing
@@ -143,7 +143,8 @@ def main(
     """Run the command line; returns the exit status.
 
     0 done, 1 the API answered with an error or could not be reached (or sent what cannot be
-    printed), 2 bad usage or configuration, 130 interrupted. Every failure is one line on
+    printed), 2 bad usage or configuration, 130 interrupted (143: a Parquet export ended by
+    SIGTERM). Every failure is one line on
     stderr starting ``asyncapi-client: error:``. ``stdout``, ``stderr`` and ``environ``
     default to the process's own; tests pass their own to run the CLI in-process.
     """
@@ -183,6 +184,7 @@ def main(
     try:
         with writing():
             args = parser.parse_args(arguments)
+            _parquet.check_usage(args)  # --format parquet: its own command, or a usage error
     except ShowVersion:
         try:
             with writing():
@@ -204,7 +206,8 @@ def main(
     out = Output(out_stream, err_stream, width=width, wide=args.wide)
     show_retries = args.verbose or isatty(err_stream)
     on_retry = _retry_line(err_stream, args.max_retries + 1) if show_retries else None
-    ctx = Context(args, renderer(fmt, out), env, on_retry)
+    # A file format writes nothing to stdout: its commands use only the renderer's Output.
+    ctx = Context(args, renderer("jsonl" if fmt in FILE_FORMATS else fmt, out), env, on_retry)
     run = args.run
     try:
         with _interruptible():
