@@ -4,6 +4,7 @@ async with Client(base_url="https://...") as client:
     pool = await client.pool("0xpool")
 """
 
+from ._cache import MemoryCache
 from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
@@ -57,6 +58,7 @@ __all__ = [
     "LocalLimiter",
     "Market",
     "MarketType",
+    "MemoryCache",
     "Network",
     "NetworkName",
     "NotFoundError",

@@ -12,6 +12,7 @@ from typing import Generic, NamedTuple, TypeVar
 import attrs
 
 from ._network import Network
+from ._types import CacheState
 
 __all__ = ["Outcome", "Request", "Response"]
 
@@ -47,7 +48,9 @@ class Response(Generic[T]):
     headers kept) and ``content`` (the body as received) are the final answer's; ``url``
     is where it came from (after any same-origin redirect); ``attempts`` counts the
     requests the call made; ``elapsed`` the seconds it took, waits included. Callers that
-    shared one request (coalescing) get a Response for that request.
+    shared one request (coalescing) get a Response for that request. ``cache`` says where
+    the value came from when a cache answers the operation (``"miss"``, ``"hit"``,
+    ``"revalidated"``, ``"stale"``; None otherwise); a hit made no request (``attempts`` 0).
     """
 
     value: T
@@ -58,3 +61,4 @@ class Response(Generic[T]):
     network: Network
     attempts: int
     elapsed: float
+    cache: CacheState | None = None
