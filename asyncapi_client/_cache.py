@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -36,9 +36,14 @@ from ._network import Network
 from ._request import Outcome, Request
 from ._types import CacheState
 
+if TYPE_CHECKING:
+    from ._transport import Transport
+
 __all__ = [
     "CONDITIONAL",
     "DEFAULT_TTL",
+    "CacheBackend",
+    "CacheStage",
     "CacheState",
     "Cached",
     "Entry",
@@ -274,6 +279,10 @@ class CacheBackend(abc.ABC):
     async def _drop(self, key: str, bound: float) -> None:
         """Forget ``key`` (never raises: a failure is logged)."""
 
+    def _fresh(self, key: str) -> Entry | None:
+        """A fresh entry of ``key`` at once, without waiting (None: ask ``_get``)."""
+        return None
+
     async def _lock(self, key: str, bound: float) -> object | None:
         """Become the fetcher of ``key`` (a token for ``_unlock``), or wait up to ``bound``
         for another process's fetch and return None. One process: always the fetcher."""
@@ -333,6 +342,17 @@ class MemoryCache(CacheBackend):
         self._entries.move_to_end(key)
         return entry
 
+    def _fresh(self, key: str) -> Entry | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        entry = found[0]
+        now = time.time()  # Entry.fresh, inline: this is the path of every in-process hit
+        if not entry.stored_at - 1.0 <= now < entry.stored_at + entry.lifetime:
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
     async def _put(self, key: str, entry: Entry, keep: float, bound: float) -> None:
         entries = self._entries
         entries[key] = (entry, entry.stored_at + keep)
@@ -349,6 +369,48 @@ class MemoryCache(CacheBackend):
 
 
 # --- the stage ----------------------------------------------------------------------------
+
+
+class CacheStage:
+    """The cache in one client's request path: ``value`` for the plain operations,
+    ``outcome`` for ``with_response``; ``ttl``: the operations it answers."""
+
+    __slots__ = ("_cache", "_transport", "ttl")
+
+    def __init__(self, cache: CacheBackend, transport: Transport) -> None:
+        self._cache = cache
+        self._transport = transport
+        self.ttl = cache.ttl
+
+    def _key(self, request: Request[Any]) -> str:
+        """The network, the path and the query: what makes two requests the same."""
+        network = request.network
+        return f"{network.value} {request.url[len(self._transport._bases[network]) :]}"
+
+    async def value(self, request: Request[T]) -> T:
+        """The decoded value; a fresh in-process entry costs one lookup and the decode."""
+        transport = self._transport
+        transport._open()  # a closed client, or another loop, is refused before any hit
+        if transport._telemetry is None:
+            entry = self._cache._fresh(self._key(request))
+            if entry is not None:
+                return request.decode(entry.body)  # decoded once already: it decodes again
+        return (await self.outcome(request))[0]
+
+    async def outcome(self, request: Request[T]) -> Cached[T]:
+        """The whole outcome and where it came from, in the call's span with telemetry."""
+        transport = self._transport
+        transport._open()
+        telemetry = transport._telemetry
+        if telemetry is None:
+            return await self._call(request)
+        return await telemetry.call(request, self._call)
+
+    def _call(self, request: Request[T]) -> Awaitable[Cached[T]]:
+        transport = self._transport
+        return cached_call(
+            self._cache, request, self._key(request), transport._send, transport._limiter_timeout
+        )
 
 
 class _Restart:

@@ -66,7 +66,7 @@ from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 from ._version import __version__
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
-    from ._cache import CacheBackend, Cached
+    from ._cache import CacheBackend, CacheStage
     from ._telemetry import Telemetry
 
 __all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "user_agent"]
@@ -255,12 +255,13 @@ class Transport:
     ) -> None:
         self.hosts = hosts
         #: The cache stage (``Client(cache=...)``): the operations its ``ttl`` names go
-        #: through :func:`~asyncapi_client._cache.cached_call` first.
-        self._cache = cache
+        #: through it first (asyncapi_client/_cache.py); its middleware sends validators.
+        self._cache: CacheStage | None = None
         self._cache_middlewares: tuple[aiohttp.ClientMiddlewareType, ...] = ()
         if cache is not None:
-            from ._cache import conditional_middleware
+            from ._cache import CacheStage, conditional_middleware
 
+            self._cache = CacheStage(cache, self)
             self._cache_middlewares = (conditional_middleware,)
         self._proxy = proxy
         self._ssl = ssl
@@ -404,7 +405,7 @@ class Transport:
         A plain method returning the coroutine of :meth:`_send`: no coroutine of its own.
         """
         if self._cache is not None and request.operation in self._cache.ttl:
-            return self._cached_value(request)
+            return self._cache.value(request)
         if self._telemetry is None:
             return self._send(request, True)
         return self._traced_value(request)
@@ -416,29 +417,10 @@ class Transport:
     async def send(self, request: Request[T]) -> Response[T]:
         """Run ``request`` and return the whole :class:`Response`."""
         if self._cache is not None and request.operation in self._cache.ttl:
-            return Response(*await self._cached(request))
+            return Response(*await self._cache.outcome(request))
         if self._telemetry is None:
             return Response(*await self._send(request))
         return Response(*await self._telemetry.call(request, self._send))
-
-    async def _cached_value(self, request: Request[T]) -> T:
-        return (await self._cached(request))[0]
-
-    async def _cached(self, request: Request[T]) -> Cached[T]:
-        """The cache stage, in the call's span when telemetry is on."""
-        if self._telemetry is None:
-            return await self._from_cache(request)
-        return await self._telemetry.call(request, self._from_cache)
-
-    async def _from_cache(self, request: Request[T]) -> Cached[T]:
-        from ._cache import cached_call
-
-        loop = asyncio.get_running_loop()
-        if self._state is not _State.OPENED or loop is not self._loop:
-            self._open()  # a closed client, or another loop, is refused before any hit
-        assert self._cache is not None
-        key = f"{request.network.value} {request.url[len(self._bases[request.network]) :]}"
-        return await cached_call(self._cache, request, key, self._send, self._limiter_timeout)
 
     @overload
     async def _send(self, request: Request[T], value: Literal[False] = False) -> Outcome[T]: ...

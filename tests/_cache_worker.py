@@ -12,6 +12,7 @@ import asyncio
 import json
 import sys
 from collections import Counter
+from collections.abc import Awaitable
 from typing import Any
 
 from asyncapi_client import ApiError, Client
@@ -32,7 +33,7 @@ async def run(config: dict[str, Any]) -> dict[str, Any]:
             coalesce=False,
         ) as client,
     ):
-        calls = [client.with_response.tokens()]
+        calls: list[Awaitable[Any]] = [client.with_response.tokens()]
         calls += [client.with_response.token_markets(token) for token in config["tokens"]]
         for result in await asyncio.gather(*calls, return_exceptions=True):
             if isinstance(result, ApiError):
