@@ -429,12 +429,13 @@ def _servable_on_error(error: ApiError) -> bool:
 
 def _from_entry(
     request: Request[T], entry: Entry, headers: Mapping[str, str], attempts: int, started: float
-) -> tuple[T, int, Mapping[str, str], bytes, str, Network, int, float]:
+) -> tuple[T, int, Mapping[str, str], bytes, str, Network, int, float] | None:
+    """The outcome ``entry`` answers; None when its body does not decode (an entry that
+    another process or a person wrote into a shared cache): then it is not used."""
     try:
         value = request.decode(entry.body)
-    except DecodeError as exc:
-        exc.url, exc.network = entry.url, request.network.value
-        raise
+    except DecodeError:
+        return None
     return (
         value,
         entry.status,
@@ -464,7 +465,10 @@ async def cached_call(
         except _Unavailable:
             return (*await send(request), "miss")
         if entry is not None and entry.fresh(time.time()):
-            return (*_from_entry(request, entry, entry.headers, 0, started), "hit")
+            hit = _from_entry(request, entry, entry.headers, 0, started)
+            if hit is not None:
+                return (*hit, "hit")
+            entry = None  # fetched again, and replaced
         flight = cache._flights.get(key)
         if flight is None:
             break
@@ -508,7 +512,10 @@ async def _lead(
         except _Unavailable:
             return (*await send(request), "miss")
         if stored is not None and stored.fresh(time.time()):
-            return (*_from_entry(request, stored, stored.headers, 0, started), "hit")
+            hit = _from_entry(request, stored, stored.headers, 0, started)
+            if hit is not None:
+                return (*hit, "hit")
+            stored = None
         return await _fetch(cache, request, key, stored or entry, send, bound, started)
     try:
         return await _fetch(cache, request, key, entry, send, bound, started)
@@ -535,6 +542,10 @@ async def _fetch(
         if entry is None:
             raise
         if asked is not None and isinstance(exc, StatusError) and exc.status == 304:
+            confirmed = _from_entry(request, entry, entry.headers, exc.attempts, started)
+            if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
+                await cache._drop(key, bound)
+                return await _fetch(cache, request, key, None, send, bound, started)
             headers = _merged(entry.headers, exc.headers)
             lifetime = freshness(headers, ttl)
             if lifetime is None:
@@ -549,11 +560,13 @@ async def _fetch(
                     lifetime=lifetime,
                 )
                 await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
-            return (*_from_entry(request, entry, headers, exc.attempts, started), "revalidated")
+            return (*confirmed[:2], headers, *confirmed[3:], "revalidated")
         if _servable_on_error(exc) and entry.age(time.time()) - entry.lifetime <= (
             cache.stale_if_error
         ):
-            return (*_from_entry(request, entry, entry.headers, exc.attempts, started), "stale")
+            stale = _from_entry(request, entry, entry.headers, exc.attempts, started)
+            if stale is not None:
+                return (*stale, "stale")
         raise
     finally:
         CONDITIONAL.reset(context)

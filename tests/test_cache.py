@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 
 import asyncapi_client
@@ -396,9 +397,11 @@ async def test_without_stale_if_error_a_failed_refresh_raises(
 
 async def test_the_least_recently_used_entry_goes_first(server: FakeServer, clock: Clock) -> None:
     a, b, c = (t["address"] for t in server.exchange.tokens[:3])
-    async with client_for(server, MemoryCache({"token_markets": 60.0}, max_entries=2)) as client:
+    cache = MemoryCache({"token_markets": 60.0}, max_entries=2)
+    async with client_for(server, cache) as client:
         for token in (a, b, a, c):  # a used again: b is the least recently used when c comes
             await client.token_markets(token)
+        assert len(cache) == 2
         hit_a = await client.with_response.token_markets(a)
         miss_b = await client.with_response.token_markets(b)
     assert (hit_a.cache, miss_b.cache) == ("hit", "miss")
@@ -502,6 +505,8 @@ def test_the_default_ttl_caches_only_tokens_and_token_markets() -> None:
     [
         ({}, 300.0),
         ({"Cache-Control": "public, max-age=60"}, 60.0),
+        ({"Cache-Control": "max-age=5,,"}, 5.0),
+        ({"Cache-Control": "public"}, 300.0),
         ({"Cache-Control": 'max-age="30"'}, 30.0),
         ({"Cache-Control": "max-age=600"}, 300.0),
         ({"Cache-Control": "no-cache"}, 0.0),
@@ -535,3 +540,67 @@ def test_validators_are_used_only_when_well_formed(
     headers: dict[str, str], expected: tuple[str | None, str | None]
 ) -> None:
     assert validators(headers) == expected
+
+
+async def test_a_callers_session_sends_the_validators_too(server: FakeServer, clock: Clock) -> None:
+    server.script("tokens", validating({"ETag": ETAG}), repeat=True)
+    async with (
+        aiohttp.ClientSession() as session,
+        client_for(server, MemoryCache({"tokens": 10.0}), session=session) as client,
+    ):
+        await client.tokens()
+        clock.advance(11)
+        again = await client.with_response.tokens()
+        other = await session.get(f"{server.base_url}/api/tokens")  # the session, unchanged
+        other.release()
+    assert again.cache == "revalidated"
+    assert sent(server)[1].headers["If-None-Match"] == ETAG
+    assert "If-None-Match" not in sent(server)[2].headers
+
+
+async def test_a_no_store_answer_drops_the_entry_it_refreshes(
+    server: FakeServer, clock: Clock
+) -> None:
+    server.script(
+        "tokens",
+        Reply(200, headers={"ETag": ETAG}),
+        Reply(200, headers={"Cache-Control": "no-store"}),
+    )
+    async with client_for(server, MemoryCache({"tokens": 10.0})) as client:
+        await client.tokens()
+        clock.advance(11)
+        await client.tokens()
+        assert (await client.with_response.tokens()).cache == "miss"
+    requests = sent(server)
+    assert requests[1].headers["If-None-Match"] == ETAG
+    assert "If-None-Match" not in requests[2].headers
+
+
+async def test_a_304_saying_no_store_confirms_once_and_drops_the_entry(
+    server: FakeServer, clock: Clock
+) -> None:
+    server.script(
+        "tokens",
+        Reply(200, headers={"ETag": ETAG}),
+        Reply(304, body=b"", headers={"Cache-Control": "no-store"}),
+    )
+    async with client_for(server, MemoryCache({"tokens": 10.0})) as client:
+        first = await client.with_response.tokens()
+        clock.advance(11)
+        second = await client.with_response.tokens()
+        third = await client.with_response.tokens()
+    assert (second.cache, third.cache) == ("revalidated", "miss")
+    assert second.value == first.value
+    assert second.headers["Cache-Control"] == "no-store"
+    assert "If-None-Match" not in sent(server)[2].headers
+
+
+async def test_an_entry_fresh_for_no_time_without_validators_is_dropped(
+    server: FakeServer, clock: Clock
+) -> None:
+    server.script("tokens", Reply(200, headers={"ETag": ETAG}), Reply(200, json={"tokens": []}))
+    async with client_for(server, MemoryCache({"tokens": 0.0})) as client:
+        await client.tokens()
+        await client.tokens()  # a 200 without validators: nothing left to revalidate
+        assert (await client.with_response.tokens()).cache == "miss"
+    assert "If-None-Match" not in sent(server)[2].headers

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 pytest_plugins = ("tests._redis",)
 
 ETAG = '"e1"'
+#: A stored-at time far enough ahead to keep an entry fresh through the test.
+FAR = time.time()
 #: How long a condition on Redis may take to hold on a loaded machine (a bound, not a pace).
 WAIT = 20.0
 
@@ -199,6 +201,11 @@ async def test_an_etag_is_revalidated_through_redis(server: FakeServer, redis_ur
         {"b": b"{}", "m": b'{"s": "200"}'},
         {"b": b"{}", "m": b'{"s":200,"h":[[1,2]],"u":"x","e":null,"l":null,"t":0,"f":1}'},
         {"m": b"{}"},
+        {"b": b"{}", "m": b'{"s":"200","h":[],"u":"x","e":null,"l":null,"t":0,"f":1}'},
+        {
+            "b": b"not json",
+            "m": f'{{"s":200,"h":[],"u":"x","e":null,"l":null,"t":{FAR},"f":1e9}}'.encode(),
+        },
     ],
 )
 async def test_what_is_not_an_entry_in_redis_is_a_miss(
@@ -319,3 +326,35 @@ async def test_the_repr_names_no_password() -> None:
         assert "secret" not in repr(cache)
         assert "redis://127.0.0.1:1/2" in repr(cache)
         assert cache.owns_client
+
+
+async def test_a_no_store_answer_drops_the_entry_from_redis(
+    server: FakeServer, redis_url: str
+) -> None:
+    server.script(
+        "tokens",
+        Reply(200, headers={"ETag": ETAG, "Cache-Control": "no-cache"}),
+        Reply(200, headers={"Cache-Control": "no-store"}),
+    )
+    async with RedisCache(redis_url, name="bots") as cache, client_for(server, cache) as client:
+        await client.tokens()
+        assert await keys_and_ttls(redis_url)
+        await client.tokens()
+        assert await keys_and_ttls(redis_url) == {}
+        assert (await client.with_response.tokens()).cache == "miss"
+
+
+async def test_a_closed_cache_is_refused(server: FakeServer, redis_url: str) -> None:
+    cache = RedisCache(redis_url, name="bots")
+    await cache.aclose()
+    async with client_for(server, cache) as client:
+        with pytest.raises(RuntimeError, match="closed"):
+            await client.tokens()
+
+
+async def test_unix_socket_addresses_are_named() -> None:
+    async with RedisCache("unix:///tmp/no-such.sock", name="x") as by_url:
+        assert "unix:///tmp/no-such.sock" in repr(by_url)
+    client = aredis.Redis(unix_socket_path="/tmp/no-such.sock")
+    assert "unix:///tmp/no-such.sock" in repr(RedisCache(client, name="x"))
+    await client.aclose()
