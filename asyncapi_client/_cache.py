@@ -577,11 +577,12 @@ async def _fetch(
             await cache._drop(key, bound)
     else:
         etag, modified = validators(answered)
-        if lifetime > 0 or etag is not None or modified is not None:
-            stored = Entry(
-                outcome[3], outcome[1], answered, outcome[4], etag, modified, time.time(), lifetime
-            )
-            await cache._put(key, stored, cache._keep(request.operation, stored), bound)
+        stored = Entry(
+            outcome[3], outcome[1], answered, outcome[4], etag, modified, time.time(), lifetime
+        )
+        keep = cache._keep(request.operation, stored)
+        if keep > 0:  # fresh for a while, or kept to revalidate or to serve on an error
+            await cache._put(key, stored, keep, bound)
         elif entry is not None:
             await cache._drop(key, bound)
     return (*outcome, "miss")

@@ -604,3 +604,19 @@ async def test_an_entry_fresh_for_no_time_without_validators_is_dropped(
         await client.tokens()  # a 200 without validators: nothing left to revalidate
         assert (await client.with_response.tokens()).cache == "miss"
     assert "If-None-Match" not in sent(server)[2].headers
+
+
+async def test_with_ttl_0_every_call_asks_and_a_failure_falls_back_to_the_last_answer(
+    server: FakeServer, clock: Clock
+) -> None:
+    cache = MemoryCache({"tokens": 0.0}, stale_if_error=600.0)
+    async with client_for(server, cache) as client:
+        client.set_testing(True)
+        first = await client.with_response.tokens()
+        second = await client.with_response.tokens()
+        server.script("tokens", Reply(503))
+        clock.advance(599)
+        third = await client.with_response.tokens()
+    assert [a.cache for a in (first, second, third)] == ["miss", "miss", "stale"]
+    assert third.value == first.value
+    assert len(sent(server)) == 3
