@@ -62,6 +62,10 @@ Cached = tuple[T, int, Mapping[str, str], bytes, str, Network, int, float, Cache
 #: The operations a cache answers when its ``ttl`` is not given (seconds fresh).
 DEFAULT_TTL: Final[Mapping[str, float]] = {"tokens": 300.0, "token_markets": 60.0}
 
+#: How far apart the clocks of a fleet's machines may be (s): an entry stored later than
+#: this ahead of our clock is not fresh.
+CLOCK_SKEW: Final = 5.0
+
 #: The validators of the request being sent (set by the stage, read by the middleware).
 CONDITIONAL: ContextVar[Mapping[str, str] | None] = ContextVar(
     "asyncapi_client_conditional", default=None
@@ -214,8 +218,9 @@ class Entry(NamedTuple):
         return now - self.stored_at
 
     def fresh(self, now: float) -> bool:
-        # An entry stored "in the future" (a clock that stepped back) is not trusted fresh.
-        return self.stored_at - 1.0 <= now < self.stored_at + self.lifetime
+        # An entry stored further "in the future" than clocks disagree (a clock that stepped
+        # back, another machine's, a hand-made entry) is not trusted fresh.
+        return self.stored_at - CLOCK_SKEW <= now < self.stored_at + self.lifetime
 
 
 class _Unavailable(Exception):
@@ -257,6 +262,10 @@ class CacheBackend(abc.ABC):
     and still be served when its refresh fails. Identical concurrent misses of one process
     share one request here (``_flights``); across processes ``_lock`` / ``_unlock`` decide.
     """
+
+    #: Entries shared with other processes: after taking the fetch lock, read the entry
+    #: again (another process may have stored it since it was read).
+    _shared: bool = False
 
     def __init__(self, ttl: Mapping[OperationName, float] | None, stale_if_error: float) -> None:
         self.ttl: Mapping[str, float] = _check_ttl(DEFAULT_TTL if ttl is None else ttl)
@@ -348,7 +357,7 @@ class MemoryCache(CacheBackend):
             return None
         entry = found[0]
         now = time.time()  # Entry.fresh, inline: this is the path of every in-process hit
-        if not entry.stored_at - 1.0 <= now < entry.stored_at + entry.lifetime:
+        if not entry.stored_at - CLOCK_SKEW <= now < entry.stored_at + entry.lifetime:
             return None
         self._entries.move_to_end(key)
         return entry
@@ -518,6 +527,16 @@ async def _lead(
             stored = None
         return await _fetch(cache, request, key, stored or entry, send, bound, started)
     try:
+        if cache._shared:  # stored by another process between our read and our lock?
+            try:
+                stored = await cache._get(key, bound)
+            except _Unavailable:
+                stored = None
+            if stored is not None and stored.fresh(time.time()):
+                hit = _from_entry(request, stored, stored.headers, 0, started)
+                if hit is not None:
+                    return (*hit, "hit")
+            entry = stored or entry
         return await _fetch(cache, request, key, entry, send, bound, started)
     finally:
         await cache._unlock(key, token, bound)

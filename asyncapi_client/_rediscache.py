@@ -190,6 +190,8 @@ class RedisCache(CacheBackend):
             refresh fails (connection failure, timeout, 5xx, 429) after its retries.
     """
 
+    _shared = True
+
     def __init__(
         self,
         url_or_redis_client: str | aredis.Redis,

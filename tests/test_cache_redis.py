@@ -358,3 +358,24 @@ async def test_unix_socket_addresses_are_named() -> None:
     client = aredis.Redis(unix_socket_path="/tmp/no-such.sock")
     assert "unix:///tmp/no-such.sock" in repr(RedisCache(client, name="x"))
     await client.aclose()
+
+
+async def test_an_entry_stored_between_the_read_and_the_lock_is_not_fetched_again(
+    server: FakeServer, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        RedisCache(redis_url, name="bots") as one,
+        RedisCache(redis_url, name="bots") as two,
+        client_for(server, one) as first,
+        client_for(server, two) as second,
+    ):
+        take_lock = two._lock
+
+        async def after_the_other_process_stored(key: str, bound: float) -> object | None:
+            await first.tokens()  # the other process fetches and stores meanwhile
+            return await take_lock(key, bound)
+
+        monkeypatch.setattr(two, "_lock", after_the_other_process_stored)
+        answer = await second.with_response.tokens()
+    assert answer.cache == "hit"
+    assert len(sent(server)) == 1
