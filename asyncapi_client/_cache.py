@@ -417,9 +417,12 @@ class CacheStage:
 
     def _call(self, request: Request[T]) -> Awaitable[Cached[T]]:
         transport = self._transport
-        return cached_call(
-            self._cache, request, self._key(request), transport._send, transport._limiter_timeout
-        )
+        # Each question to the cache, and a wait for another process's fetch, is bounded by
+        # the attempt's timeout, and by the call's deadline when that is shorter.
+        bound = transport._limiter_timeout
+        if request.deadline is not None and request.deadline < bound:
+            bound = request.deadline
+        return cached_call(self._cache, request, self._key(request), transport._send, bound)
 
 
 class _Restart:
