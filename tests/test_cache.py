@@ -13,6 +13,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from multidict import CIMultiDict
 
 import asyncapi_client
 from asyncapi_client import (
@@ -620,3 +623,28 @@ async def test_with_ttl_0_every_call_asks_and_a_failure_falls_back_to_the_last_a
     assert [a.cache for a in (first, second, third)] == ["miss", "miss", "stale"]
     assert third.value == first.value
     assert len(sent(server)) == 3
+
+
+@given(
+    st.lists(st.text(max_size=80), max_size=3),
+    st.lists(st.text(max_size=80), max_size=2),
+    st.lists(st.text(max_size=80), max_size=2),
+    st.lists(st.text(max_size=40), max_size=2),
+)
+def test_no_header_value_makes_the_parsers_raise(
+    cache_control: list[str], etags: list[str], dates: list[str], vary: list[str]
+) -> None:
+    headers: CIMultiDict[str] = CIMultiDict()
+    for name, values in (
+        ("Cache-Control", cache_control),
+        ("ETag", etags),
+        ("Last-Modified", dates),
+        ("Vary", vary),
+    ):
+        for value in values:
+            headers.add(name, value)
+    lifetime = freshness(headers, 60.0)
+    assert lifetime is None or 0.0 <= lifetime <= 60.0
+    etag, modified = validators(headers)
+    assert etag is None or (etag.isascii() and etag.isprintable() and len(etag) <= 512)
+    assert modified is None or (modified.isascii() and modified.isprintable())
