@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from ._errors import ApiError, DecodeError, RequestTimeoutError, StatusError, TransportError
+from ._errors import ApiError, DecodeError, ResponseTooLargeError, StatusError, TransportError
 from ._limiters import OPERATIONS, OperationName
 from ._network import Network
 from ._request import Outcome, Request
@@ -436,7 +436,8 @@ def _servable_on_error(error: ApiError) -> bool:
     """Connection failure, timeout, 5xx or 429: the failures ``stale_if_error`` covers."""
     if isinstance(error, StatusError):
         return error.status >= 500 or error.status == 429
-    return isinstance(error, TransportError | RequestTimeoutError)
+    # RequestTimeoutError is a TransportError; a body over max_response_bytes is an answer
+    return isinstance(error, TransportError) and not isinstance(error, ResponseTooLargeError)
 
 
 def _from_entry(

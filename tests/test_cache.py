@@ -648,3 +648,15 @@ def test_no_header_value_makes_the_parsers_raise(
     etag, modified = validators(headers)
     assert etag is None or (etag.isascii() and etag.isprintable() and len(etag) <= 512)
     assert modified is None or (modified.isascii() and modified.isprintable())
+
+
+async def test_stale_if_error_raises_a_body_over_max_response_bytes(
+    server: FakeServer, clock: Clock
+) -> None:
+    cache = MemoryCache({"tokens": 10.0}, stale_if_error=60.0)
+    async with client_for(server, cache, max_response_bytes=64 * 1024) as client:
+        await client.tokens()
+        server.script("tokens", Reply(200, body=b" " * 100_000))
+        clock.advance(30)
+        with pytest.raises(asyncapi_client.ResponseTooLargeError):
+            await client.tokens()
