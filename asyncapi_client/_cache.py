@@ -309,6 +309,9 @@ class CacheBackend(abc.ABC):
 class MemoryCache(CacheBackend):
     """Entries kept in this process, least recently used dropped first.
 
+    Several clients of one event loop may share it (a client never closes it); identical
+    concurrent misses of all of them share one request.
+
     Args:
         ttl: operation name -> seconds an answer stays fresh; only these operations are
             cached (default ``{"tokens": 300.0, "token_markets": 60.0}``).
