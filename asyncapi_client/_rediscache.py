@@ -47,9 +47,13 @@ T = TypeVar("T")
 
 log: Final = logging.getLogger("asyncapi_client")
 
-#: Connections of the pool a cache built from a URL opens at most (each waiting process
-#: holds one while it waits for another's fetch; calls queue beyond).
+#: Connections of the pool a cache built from a URL opens at most (calls queue beyond).
 MAX_CONNECTIONS: Final = 32
+#: At most this many waits for another process's fetch at once (each holds a connection
+#: while it blocks): the rest of the pool stays free for storing entries and waking the
+#: waiters of other processes, so two processes waiting on each other's fetches never take
+#: every connection. A wait beyond it queues; its wake-up is kept in Redis meanwhile.
+MAX_WAITS: Final = MAX_CONNECTIONS // 2
 #: The lock a fetcher takes lives this long past the waiters' bound (ms).
 LOCK_MARGIN_MS: Final = 1000
 #: A wake-up pushed to a waiter that has gone expires after this long (ms).
@@ -241,6 +245,9 @@ class RedisCache(CacheBackend):
         self._waiter = secrets.token_hex(8)
         self._waits = 0
         self._warned = -math.inf
+        size = getattr(self._redis.connection_pool, "max_connections", MAX_CONNECTIONS)
+        waits = MAX_WAITS if not isinstance(size, int) else max(1, min(MAX_WAITS, size // 2))
+        self._wait_slots = asyncio.Semaphore(waits)
         self._paused_until = -math.inf
 
     def __repr__(self) -> str:
@@ -343,12 +350,21 @@ class RedisCache(CacheBackend):
             try:
                 await self._call(
                     "wait for another process's fetch",
-                    lambda: self._redis.blpop([wake], timeout=max(0.01, left * 0.9)),
+                    lambda: self._wait(wake, left),
                     left,
                 )
             except _Unavailable:
                 pass  # read the entry (it may be there), else fetch ourselves
         return None
+
+    async def _wait(self, wake: str, left: float) -> object:
+        """Block on ``wake`` (BLPOP) until the fetcher pushes to it, a little less than
+        ``left`` seconds, so that Redis answers before the caller's bound ends it."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + left
+        async with self._wait_slots:
+            left = end - loop.time()
+            return await self._redis.blpop([wake], timeout=max(0.01, left * 0.9))
 
     async def _unlock(self, key: str, token: object, bound: float) -> None:
         keys = [self._prefix + "l:" + key, self._prefix + "w:" + key]

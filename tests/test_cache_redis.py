@@ -401,3 +401,31 @@ async def test_a_waiter_waits_no_longer_than_its_deadline(
             await leader
             await asyncio.gather(waiter, return_exceptions=True)
     assert 0.4 <= waited < 10.0
+
+
+async def test_two_processes_waiting_on_each_others_fetches_of_many_keys_do_not_stall(
+    server: FakeServer, redis_url: str
+) -> None:
+    keys = 40  # more than the connections of either cache's pool
+    async with (
+        RedisCache(redis_url, name="bots") as one,
+        RedisCache(redis_url, name="bots") as two,
+        client_for(server, one, timeout=15.0, coalesce=False) as first,
+        client_for(server, two, timeout=15.0, coalesce=False) as second,
+    ):
+        with server.gate("tokens") as gate:
+            mine = [f"a{i}" for i in range(keys)]
+            theirs = [f"b{i}" for i in range(keys)]
+            calls: list[asyncio.Task[Any]] = [
+                asyncio.create_task(first.tokens(search=s)) for s in mine
+            ]
+            calls += [asyncio.create_task(second.tokens(search=s)) for s in theirs]
+            await gate.arrived(2 * keys)  # each process fetches its own keys...
+            calls += [asyncio.create_task(first.with_response.tokens(search=s)) for s in theirs]
+            calls += [asyncio.create_task(second.with_response.tokens(search=s)) for s in mine]
+            await until_waiting(redis_url, 2 * keys)  # ...and waits for the other's
+            gate.release()
+            async with asyncio.timeout(10.0):  # well before the waits' own bound (15 s)
+                answers = await asyncio.gather(*calls)
+    assert len(sent(server)) == 2 * keys
+    assert {a.cache for a in answers[2 * keys :]} == {"hit"}
