@@ -15,12 +15,15 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from asyncapi_client.testing import FakeExchange, FakeServer
 from tests.test_cache_redis import keys_and_ttls, until_waiting
+
+if TYPE_CHECKING:
+    from tests._redis import RedisServer
 
 pytest_plugins = ("tests._redis",)
 
@@ -37,8 +40,9 @@ async def server() -> AsyncIterator[FakeServer]:
         yield started
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    """The worker processes, started once for the module (start-up is the slow part)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     procs = [
         subprocess.Popen(
@@ -120,3 +124,30 @@ async def test_processes_that_start_together_send_one_request_per_key(
     again = await reports(workers)
     assert sum((Counter(d["states"]) for d in again), Counter()) == {"hit": keys * WORKERS}
     assert len(server.requests) == keys
+
+
+async def test_with_redis_killed_the_fleet_is_still_answered(
+    server: FakeServer, own_redis: RedisServer, workers: list[subprocess.Popen[str]]
+) -> None:
+    tokens = [t["address"] for t in server.exchange.tokens[:TOKENS]]
+    keys = 1 + TOKENS
+    config = {
+        "redis": own_redis.url,
+        "name": "fleet",
+        "base_url": server.base_url,
+        "testnet_base_url": server.testnet_base_url,
+        "tokens": tokens,
+        "timeout": 10.0,
+    }
+    start(workers, config)
+    before = await reports(workers)
+    assert all(not d["errors"] for d in before), before
+    own_redis.kill()
+    server.requests.clear()
+    start(workers, config)
+    after = await reports(workers)
+    assert all(not d["errors"] and d["tasks_left"] == 0 for d in after), after
+    states = sum((Counter(d["states"]) for d in after), Counter())
+    assert states == {"miss": keys * WORKERS}  # each went to the server as if uncached
+    assert len(server.requests) == keys * WORKERS
+    assert {r.status for r in server.requests} == {200}
