@@ -65,7 +65,7 @@ from ._request import Outcome, Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 from ._version import __version__
 
-if TYPE_CHECKING:  # imported only when a client asks for telemetry
+if TYPE_CHECKING:  # imported only when a client asks for telemetry or a cache
     from ._cache import CacheBackend, CacheStage
     from ._telemetry import Telemetry
 
