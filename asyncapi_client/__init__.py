@@ -6,6 +6,7 @@ Every public name is importable from here::
         pool = await client.pool("0xpool")
 """
 
+from ._cache import MemoryCache
 from ._checkpoint import Checkpoint
 from ._client import Client
 from ._errors import (
@@ -59,6 +60,7 @@ __all__ = [
     "LocalLimiter",
     "Market",
     "MarketType",
+    "MemoryCache",
     "Network",
     "NetworkName",
     "NotFoundError",

@@ -15,6 +15,7 @@ import aiohttp
 from yarl import URL
 
 from . import _decode
+from ._cache import CacheBackend
 from ._checkpoint import Checkpoint, continue_from
 from ._limiters import Limiter, LocalLimiter, Rate
 from ._models import (
@@ -259,6 +260,7 @@ class Client:
         proxy: str | None = None,
         ssl: ssl_module.SSLContext | bool | None = None,
         trust_env: bool = False,
+        cache: CacheBackend | None = None,
     ) -> None:
         """Set up a client; nothing connects until the first call.
 
@@ -294,6 +296,9 @@ class Client:
                 None or True: the system's trust store; False: no verification at all.
             trust_env: read ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` and ``~/.netrc``
                 from the environment, as aiohttp does.
+            cache: a :class:`MemoryCache` or a fleet's ``RedisCache``: the operations its
+                ``ttl`` names are answered from it while fresh (None: no cache). Never
+                closed by the client; several clients may share one.
 
         ``proxy``, ``ssl`` and ``trust_env`` configure the client's own session: with a
         ``session`` of yours, configure that session instead.
@@ -308,6 +313,10 @@ class Client:
         _check_trace_configs(trace_configs)
         _check_on_retry(on_retry)
         _check_session_options(session, proxy, ssl, trust_env)
+        if cache is not None and not isinstance(cache, CacheBackend):
+            raise ValueError(
+                f"cache must be a MemoryCache or a fleet RedisCache (or None), got {cache!r}"
+            )
         cap = _positive_number(retry_after_cap, "retry_after_cap", optional=False)
         assert cap is not None
         self._transport = Transport(
@@ -327,6 +336,7 @@ class Client:
             headers=headers,
             session=session,
             trace_configs=trace_configs,
+            cache=cache,
         )
         self.with_response: Final = WithResponse(self)
         """The six operations again, each returning a :class:`Response` with the value."""

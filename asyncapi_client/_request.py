@@ -12,6 +12,7 @@ from typing import Generic, NamedTuple, TypeVar
 import attrs
 
 from ._network import Network
+from ._types import CacheState
 
 __all__ = ["Outcome", "Request", "Response"]
 
@@ -48,7 +49,9 @@ class Response(Generic[T]):
     is where it came from (after any same-origin redirect) and ``network`` the network it
     went to; ``attempts`` counts the
     requests the call made; ``elapsed`` the seconds it took, waits included. Callers that
-    shared one request (coalescing) get a Response for that request.
+    shared one request (coalescing) get a Response for that request. ``cache`` says where
+    the value came from when a cache answers the operation (``"miss"``, ``"hit"``,
+    ``"revalidated"``, ``"stale"``; None otherwise); a hit made no request (``attempts`` 0).
     """
 
     value: T
@@ -59,3 +62,4 @@ class Response(Generic[T]):
     network: Network
     attempts: int
     elapsed: float
+    cache: CacheState | None = None

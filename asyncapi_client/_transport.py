@@ -65,7 +65,8 @@ from ._request import Outcome, Request, Response
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
 from ._version import __version__
 
-if TYPE_CHECKING:  # imported only when a client asks for telemetry
+if TYPE_CHECKING:  # imported only when a client asks for telemetry or a cache
+    from ._cache import CacheBackend, CacheStage
     from ._telemetry import Telemetry
 
 __all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "user_agent"]
@@ -250,8 +251,18 @@ class Transport:
         proxy: str | None = None,
         ssl: SSLContext | bool = True,
         trust_env: bool = False,
+        cache: CacheBackend | None = None,
     ) -> None:
         self.hosts = hosts
+        #: The cache stage (``Client(cache=...)``): the operations its ``ttl`` names go
+        #: through it first (asyncapi_client/_cache.py); its middleware sends validators.
+        self._cache: CacheStage | None = None
+        self._cache_middlewares: tuple[aiohttp.ClientMiddlewareType, ...] = ()
+        if cache is not None:
+            from ._cache import CacheStage, conditional_middleware
+
+            self._cache = CacheStage(cache, self)
+            self._cache_middlewares = (conditional_middleware,)
         self._proxy = proxy
         self._ssl = ssl
         self._trust_env = trust_env
@@ -291,7 +302,9 @@ class Transport:
         # A caller's session would resend a request after a dropped connection: our
         # middleware, innermost, stops that (its own middlewares are kept).
         self._middlewares = (
-            None if session is None else (*getattr(session, "_middlewares", ()), _no_resend)
+            None
+            if session is None
+            else (*getattr(session, "_middlewares", ()), *self._cache_middlewares, _no_resend)
         )
         # The keywords of every GET. Our own session already has our headers and timeout
         # and no middlewares: passing them again per request only costs time.
@@ -340,6 +353,7 @@ class Transport:
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
                 cookie_jar=_NoCookies(),
+                middlewares=self._cache_middlewares,
             )
             # One attempt, one request: no resend after a dropped connection (aiohttp's
             # own test client turns it off the same way; tests count requests to prove it).
@@ -390,6 +404,8 @@ class Transport:
 
         A plain method returning the coroutine of :meth:`_send`: no coroutine of its own.
         """
+        if self._cache is not None and request.operation in self._cache.ttl:
+            return self._cache.value(request)
         if self._telemetry is None:
             return self._send(request, True)
         return self._traced_value(request)
@@ -400,6 +416,8 @@ class Transport:
 
     async def send(self, request: Request[T]) -> Response[T]:
         """Run ``request`` and return the whole :class:`Response`."""
+        if self._cache is not None and request.operation in self._cache.ttl:
+            return Response(*await self._cache.outcome(request))
         if self._telemetry is None:
             return Response(*await self._send(request))
         return Response(*await self._telemetry.call(request, self._send))

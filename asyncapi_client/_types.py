@@ -12,6 +12,7 @@ from typing import ClassVar, Literal, TypeAlias, final
 
 __all__ = [
     "USE_CLIENT_DEFAULT",
+    "CacheState",
     "NetworkName",
     "OrderStatusName",
     "SideName",
@@ -35,6 +36,9 @@ OrderStatusName: TypeAlias = Literal[
 SideName: TypeAlias = Literal["BUY", "SELL", "buy", "sell"]
 #: The strings a type checker accepts for ``network=`` besides a :class:`Network`.
 NetworkName: TypeAlias = Literal["mainnet", "testnet", "MAINNET", "TESTNET"]
+#: Where a value came from (``Response.cache``): sent for, served fresh, confirmed by a
+#: 304, or served stale because its refresh failed.
+CacheState: TypeAlias = Literal["miss", "hit", "revalidated", "stale"]
 
 
 @final

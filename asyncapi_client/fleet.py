@@ -348,3 +348,8 @@ class RedisLimiter:
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+
+from ._rediscache import RedisCache  # noqa: E402  (its own module; re-exported here)
+
+__all__ += ["RedisCache"]

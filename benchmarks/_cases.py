@@ -21,7 +21,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _contenders, _data, _fleet
+from . import _cache, _contenders, _data, _fleet
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -812,4 +812,5 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "coalescing": _coalescing,
     "hooks": _hooks,
     "limiter": _fleet.limiter,
+    "cache": _cache.cache,
 }

@@ -47,6 +47,8 @@ CONTRACT_CLASSES = {
     # Second round: resumable walks
     "Walk",
     "Checkpoint",
+    # Third round: cached reference data
+    "MemoryCache",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}

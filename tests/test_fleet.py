@@ -585,4 +585,4 @@ async def test_a_hung_redis_fails_the_attempt_within_its_timeout(own_redis: Redi
 def test_the_fleet_module_exports_the_limiter_only() -> None:
     import asyncapi_client.fleet
 
-    assert asyncapi_client.fleet.__all__ == ["RedisLimiter"]
+    assert asyncapi_client.fleet.__all__ == ["RedisLimiter", "RedisCache"]

@@ -1,0 +1,614 @@
+"""Cached reference data: ``Client(cache=MemoryCache(...))`` and the stage that uses a cache.
+
+The stage (:func:`cached_call`) sits beside coalescing in the request path: a fresh entry is
+served with no request and no limiter slot; a stale one with validators is revalidated with
+``If-None-Match`` / ``If-Modified-Since`` (a 304 refreshes it without a body); identical
+concurrent misses share one request. The raw body is kept and decoded with the operation's
+own decoder, so a hit costs what decoding the response did.
+
+What a server sends is never trusted: a ``Cache-Control`` that does not parse, or says
+``no-store``, or ``Vary: *``, makes the answer not stored; an ``ETag`` or ``Last-Modified``
+that is not well formed is not used as a validator.
+
+Backends (:class:`CacheBackend`) only store entries and, across processes, say who fetches:
+:class:`MemoryCache` here, ``RedisCache`` in :mod:`asyncapi_client._rediscache`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import math
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextvars import ContextVar
+from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from ._errors import ApiError, DecodeError, ResponseTooLargeError, StatusError, TransportError
+from ._limiters import OPERATIONS, OperationName
+from ._network import Network
+from ._request import Outcome, Request
+from ._types import CacheState
+
+if TYPE_CHECKING:
+    from ._transport import Transport
+
+__all__ = [
+    "CONDITIONAL",
+    "DEFAULT_TTL",
+    "CacheBackend",
+    "CacheStage",
+    "CacheState",
+    "Cached",
+    "Entry",
+    "MemoryCache",
+    "cached_call",
+    "conditional_headers",
+    "freshness",
+    "validators",
+]
+
+T = TypeVar("T")
+
+#: An Outcome and where it came from (the fields of Response, in order).
+Cached = tuple[T, int, Mapping[str, str], bytes, str, Network, int, float, CacheState | None]
+
+#: The operations a cache answers when its ``ttl`` is not given (seconds fresh).
+DEFAULT_TTL: Final[Mapping[str, float]] = {"tokens": 300.0, "token_markets": 60.0}
+
+#: How far apart the clocks of a fleet's machines may be (s): an entry stored later than
+#: this ahead of our clock is not fresh.
+CLOCK_SKEW: Final = 5.0
+
+#: The validators of the request being sent (set by the stage, read by the middleware).
+CONDITIONAL: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "asyncapi_client_conditional", default=None
+)
+
+_TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+").fullmatch
+_ETAG: Final = re.compile(r'(?:W/)?"[\x21\x23-\x7e]*"').fullmatch
+_DIGITS: Final = re.compile(r"[0-9]{1,10}", re.ASCII).fullmatch
+#: Longer header values than these are not read (a cache directive list, a validator).
+_MAX_DIRECTIVES: Final = 4096
+_MAX_VALIDATOR: Final = 512
+#: Headers of a 304 that never replace the stored response's (they describe its framing).
+_FRAMING: Final = frozenset(
+    {"content-length", "content-encoding", "transfer-encoding", "content-type", "content-range"}
+)
+
+
+# --- reading what the server says (never trusted) ---------------------------------------
+
+
+def _values(headers: Mapping[str, str], name: str) -> list[str]:
+    getall = getattr(headers, "getall", None)
+    if getall is not None:
+        return list(getall(name, ()))
+    value = headers.get(name)
+    return [] if value is None else [value]
+
+
+def _directives(values: Iterable[str]) -> dict[str, str] | None:
+    """The directives of ``Cache-Control`` header values, or None when they do not parse
+    (too long, not tokens, a quoted value with escapes, a directive given twice differently)."""
+    text = ",".join(values)
+    if len(text) > _MAX_DIRECTIVES:
+        return None
+    found: dict[str, str] = {}
+    for part in text.split(","):
+        part = part.strip(" \t")
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        name, value = name.strip(" \t").lower(), value.strip(" \t")
+        if not _TOKEN(name):
+            return None
+        if value.startswith('"'):
+            if len(value) < 2 or not value.endswith('"') or "\\" in value:
+                return None
+            value = value[1:-1]
+        elif value and not _TOKEN(value):
+            return None
+        if found.setdefault(name, value) != value:
+            return None  # max-age=60, max-age=0: nobody can say which one holds
+    return found
+
+
+def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
+    """Seconds an answer with ``headers`` stays fresh: ``min(ttl, max-age)``, 0 for
+    ``no-cache`` (stored, revalidated on every use); None: not to be stored."""
+    if any(v.strip() == "*" for v in _values(headers, "Vary")):
+        return None
+    given = _values(headers, "Cache-Control")
+    if not given:
+        return ttl
+    found = _directives(given)
+    if found is None or "no-store" in found:
+        return None
+    if "no-cache" in found:
+        return 0.0
+    max_age = found.get("max-age")
+    if max_age is None:
+        return ttl
+    if not _DIGITS(max_age):
+        return None
+    return min(ttl, float(int(max_age)))
+
+
+def validators(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The ``ETag`` and ``Last-Modified`` to revalidate with; None where absent or malformed."""
+    etags = _values(headers, "ETag")
+    etag = etags[0].strip() if len(etags) == 1 else None
+    if etag is not None and (len(etag) > _MAX_VALIDATOR or not _ETAG(etag)):
+        etag = None
+    dates = _values(headers, "Last-Modified")
+    modified = dates[0].strip() if len(dates) == 1 else None
+    if modified is not None:
+        try:
+            ok = (
+                len(modified) <= 64
+                and modified.isascii()
+                and modified.isprintable()
+                and parsedate_to_datetime(modified) is not None
+            )
+        except (TypeError, ValueError, IndexError, OverflowError):
+            ok = False
+        if not ok:
+            modified = None
+    return etag, modified
+
+
+def conditional_headers(entry: Entry | None) -> dict[str, str] | None:
+    """The headers that ask the server whether ``entry`` still holds (None: it cannot be asked)."""
+    if entry is None:
+        return None
+    headers = {}
+    if entry.etag is not None:
+        headers["If-None-Match"] = entry.etag
+    if entry.last_modified is not None:
+        headers["If-Modified-Since"] = entry.last_modified
+    return headers or None
+
+
+def _merged(stored: Mapping[str, str], fresh: Mapping[str, str]) -> CIMultiDictProxy[str]:
+    """The stored response's headers updated with a 304's (RFC 9111 section 3.2)."""
+    merged: CIMultiDict[str] = CIMultiDict(stored)
+    names = {name.lower() for name in fresh} - _FRAMING
+    for name in names:
+        merged.popall(name, None)
+    for name, value in fresh.items():
+        if name.lower() in names:
+            merged.add(name, value)
+    return CIMultiDictProxy(merged)
+
+
+async def conditional_middleware(
+    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+) -> aiohttp.ClientResponse:
+    """Adds the cache's validators to the request being revalidated (none otherwise)."""
+    extra = CONDITIONAL.get()
+    if extra:
+        request.headers.update(extra)
+    return await handler(request)
+
+
+# --- entries and backends ---------------------------------------------------------------
+
+
+class Entry(NamedTuple):
+    """One stored answer: its body as received, what a Response shows of it, its validators,
+    when it was stored (``time.time()``) and for how many seconds it is fresh."""
+
+    body: bytes
+    status: int
+    headers: Mapping[str, str]
+    url: str
+    etag: str | None
+    last_modified: str | None
+    stored_at: float
+    lifetime: float
+
+    def age(self, now: float) -> float:
+        return now - self.stored_at
+
+    def fresh(self, now: float) -> bool:
+        # An entry stored further "in the future" than clocks disagree (a clock that stepped
+        # back, another machine's, a hand-made entry) is not trusted fresh.
+        return self.stored_at - CLOCK_SKEW <= now < self.stored_at + self.lifetime
+
+
+class _Unavailable(Exception):
+    """The backend could not answer (it logged why): the call goes on as if uncached."""
+
+
+def _check_ttl(ttl: object) -> dict[str, float]:
+    if not isinstance(ttl, Mapping):
+        raise ValueError(
+            f"ttl must map operation names to seconds, e.g. {{'tokens': 300.0}}, got {ttl!r}"
+        )
+    checked: dict[str, float] = {}
+    for operation, seconds in ttl.items():
+        if operation not in OPERATIONS:
+            known = ", ".join(sorted(OPERATIONS))
+            raise ValueError(f"ttl names unknown operation {operation!r}: expected one of {known}")
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, int | float)
+            or not 0 <= seconds < math.inf
+        ):
+            raise ValueError(
+                f"ttl[{operation!r}] must be a finite number of seconds >= 0, got {seconds!r}"
+            )
+        checked[operation] = float(seconds)
+    return checked
+
+
+def _check_seconds(value: object, argument: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise ValueError(f"{argument} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class CacheBackend(abc.ABC):
+    """What the stage needs of a cache: entries by key, and who fetches a missing one.
+
+    ``ttl`` names the operations it answers; ``stale_if_error`` how stale an entry may be
+    and still be served when its refresh fails. Identical concurrent misses of one process
+    share one request here (``_flights``); across processes ``_lock`` / ``_unlock`` decide.
+    """
+
+    #: Entries shared with other processes: after taking the fetch lock, read the entry
+    #: again (another process may have stored it since it was read).
+    _shared: bool = False
+
+    def __init__(self, ttl: Mapping[OperationName, float] | None, stale_if_error: float) -> None:
+        self.ttl: Mapping[str, float] = _check_ttl(DEFAULT_TTL if ttl is None else ttl)
+        self.stale_if_error: float = _check_seconds(stale_if_error, "stale_if_error")
+        self._flights: dict[str, asyncio.Future[Any]] = {}
+
+    def _keep(self, operation: str, entry: Entry) -> float:
+        """Seconds to keep ``entry``: fresh, then at least ``max(ttl, stale_if_error)`` stale."""
+        return entry.lifetime + max(self.ttl[operation], self.stale_if_error)
+
+    @abc.abstractmethod
+    async def _get(self, key: str, bound: float) -> Entry | None:
+        """The entry of ``key`` (None: none); raises _Unavailable when it cannot say."""
+
+    @abc.abstractmethod
+    async def _put(self, key: str, entry: Entry, keep: float, bound: float) -> None:
+        """Store ``entry`` for ``keep`` seconds (never raises: a failure is logged)."""
+
+    @abc.abstractmethod
+    async def _drop(self, key: str, bound: float) -> None:
+        """Forget ``key`` (never raises: a failure is logged)."""
+
+    def _fresh(self, key: str) -> Entry | None:
+        """A fresh entry of ``key`` at once, without waiting (None: ask ``_get``)."""
+        return None
+
+    async def _lock(self, key: str, bound: float) -> object | None:
+        """Become the fetcher of ``key`` (a token for ``_unlock``), or wait up to ``bound``
+        for another process's fetch and return None. One process: always the fetcher."""
+        return True
+
+    async def _unlock(self, key: str, token: object, bound: float) -> None:
+        """Let the processes waiting on ``key`` read what was stored."""
+        return
+
+    @abc.abstractmethod
+    async def clear(self) -> None:
+        """Drop every entry."""
+
+
+class MemoryCache(CacheBackend):
+    """Entries kept in this process, least recently used dropped first.
+
+    Several clients of one event loop may share it (a client never closes it); identical
+    concurrent misses of all of them share one request.
+
+    Args:
+        ttl: operation name -> seconds an answer stays fresh; only these operations are
+            cached (default ``{"tokens": 300.0, "token_markets": 60.0}``).
+        max_entries: at most this many entries; the least recently used goes first.
+        stale_if_error: seconds an entry may be stale and still be served when its
+            refresh fails (connection failure, timeout, 5xx, 429) after its retries.
+    """
+
+    def __init__(
+        self,
+        ttl: Mapping[OperationName, float] | None = None,
+        *,
+        max_entries: int = 10_000,
+        stale_if_error: float = 0.0,
+    ) -> None:
+        super().__init__(ttl, stale_if_error)
+        given: object = max_entries
+        if isinstance(given, bool) or not isinstance(given, int) or given <= 0:
+            raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+        self.max_entries: int = max_entries
+        self._entries: OrderedDict[str, tuple[Entry, float]] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return (
+            f"MemoryCache(ttl={dict(self.ttl)!r}, max_entries={self.max_entries}, "
+            f"stale_if_error={self.stale_if_error:g})"
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def _get(self, key: str, bound: float) -> Entry | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        entry, until = found
+        if time.time() >= until:
+            del self._entries[key]
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    def _fresh(self, key: str) -> Entry | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        entry = found[0]
+        now = time.time()  # Entry.fresh, inline: this is the path of every in-process hit
+        if not entry.stored_at - CLOCK_SKEW <= now < entry.stored_at + entry.lifetime:
+            return None
+        self._entries.move_to_end(key)
+        return entry
+
+    async def _put(self, key: str, entry: Entry, keep: float, bound: float) -> None:
+        entries = self._entries
+        entries[key] = (entry, entry.stored_at + keep)
+        entries.move_to_end(key)
+        while len(entries) > self.max_entries:
+            entries.popitem(last=False)
+
+    async def _drop(self, key: str, bound: float) -> None:
+        self._entries.pop(key, None)
+
+    async def clear(self) -> None:
+        """Drop every entry."""
+        self._entries.clear()
+
+
+# --- the stage ----------------------------------------------------------------------------
+
+
+class CacheStage:
+    """The cache in one client's request path: ``value`` for the plain operations,
+    ``outcome`` for ``with_response``; ``ttl``: the operations it answers."""
+
+    __slots__ = ("_cache", "_transport", "ttl")
+
+    def __init__(self, cache: CacheBackend, transport: Transport) -> None:
+        self._cache = cache
+        self._transport = transport
+        self.ttl = cache.ttl
+
+    def _key(self, request: Request[Any]) -> str:
+        """The network, the path and the query: what makes two requests the same."""
+        network = request.network
+        return f"{network.value} {request.url[len(self._transport._bases[network]) :]}"
+
+    async def value(self, request: Request[T]) -> T:
+        """The decoded value; a fresh in-process entry costs one lookup and the decode."""
+        transport = self._transport
+        transport._open()  # a closed client, or another loop, is refused before any hit
+        if transport._telemetry is None:
+            entry = self._cache._fresh(self._key(request))
+            if entry is not None:
+                return request.decode(entry.body)  # decoded once already: it decodes again
+        return (await self.outcome(request))[0]
+
+    async def outcome(self, request: Request[T]) -> Cached[T]:
+        """The whole outcome and where it came from, in the call's span with telemetry."""
+        transport = self._transport
+        transport._open()
+        telemetry = transport._telemetry
+        if telemetry is None:
+            return await self._call(request)
+        return await telemetry.call(request, self._call)
+
+    def _call(self, request: Request[T]) -> Awaitable[Cached[T]]:
+        transport = self._transport
+        # Each question to the cache, and a wait for another process's fetch, is bounded by
+        # the attempt's timeout, and by the call's deadline when that is shorter.
+        bound = transport._limiter_timeout
+        if request.deadline is not None and request.deadline < bound:
+            bound = request.deadline
+        return cached_call(self._cache, request, self._key(request), transport._send, bound)
+
+
+class _Restart:
+    """Told to callers that shared a fetch whose fetcher was cancelled: one takes over."""
+
+
+_RESTART: Final = _Restart()
+
+
+def _servable_on_error(error: ApiError) -> bool:
+    """Connection failure, timeout, 5xx or 429: the failures ``stale_if_error`` covers."""
+    if isinstance(error, StatusError):
+        return error.status >= 500 or error.status == 429
+    # RequestTimeoutError is a TransportError; a body over max_response_bytes is an answer
+    return isinstance(error, TransportError) and not isinstance(error, ResponseTooLargeError)
+
+
+def _from_entry(
+    request: Request[T], entry: Entry, headers: Mapping[str, str], attempts: int, started: float
+) -> tuple[T, int, Mapping[str, str], bytes, str, Network, int, float] | None:
+    """The outcome ``entry`` answers; None when its body does not decode (an entry that
+    another process or a person wrote into a shared cache): then it is not used."""
+    try:
+        value = request.decode(entry.body)
+    except DecodeError:
+        return None
+    return (
+        value,
+        entry.status,
+        headers,
+        entry.body,
+        entry.url,
+        request.network,
+        attempts,
+        time.monotonic() - started,
+    )
+
+
+async def cached_call(
+    cache: CacheBackend,
+    request: Request[T],
+    key: str,
+    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    bound: float,
+) -> Cached[T]:
+    """``request`` answered from ``cache`` when it can, else by ``send`` (the rest of the
+    request path: coalescing, deadline, limiter, retries); ``bound`` bounds each question
+    to the backend and the wait for another process's fetch."""
+    started = time.monotonic()
+    while True:
+        try:
+            entry = await cache._get(key, bound)
+        except _Unavailable:
+            return (*await send(request), "miss")
+        if entry is not None and entry.fresh(time.time()):
+            hit = _from_entry(request, entry, entry.headers, 0, started)
+            if hit is not None:
+                return (*hit, "hit")
+            entry = None  # fetched again, and replaced
+        flight = cache._flights.get(key)
+        if flight is None:
+            break
+        result = await asyncio.shield(flight)  # another task of this process fetches it
+        if result is not _RESTART:
+            return result  # type: ignore[no-any-return]
+    flight = asyncio.get_running_loop().create_future()
+    cache._flights[key] = flight
+    try:
+        result = await _lead(cache, request, key, entry, send, bound, started)
+    except BaseException as exc:
+        del cache._flights[key]
+        if isinstance(exc, asyncio.CancelledError):
+            flight.set_result(_RESTART)
+        else:
+            flight.set_exception(exc)
+            flight.exception()  # retrieved: no "never retrieved" warning when nobody waited
+        raise
+    del cache._flights[key]
+    flight.set_result(result)
+    return result
+
+
+async def _lead(
+    cache: CacheBackend,
+    request: Request[T],
+    key: str,
+    entry: Entry | None,
+    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    bound: float,
+    started: float,
+) -> Cached[T]:
+    """The fetch of this process: across processes, fetch, or wait for whoever does."""
+    try:
+        token = await cache._lock(key, bound)
+    except _Unavailable:
+        return (*await send(request), "miss")
+    if token is None:  # another process fetched (or gave up): read what it stored
+        try:
+            stored = await cache._get(key, bound)
+        except _Unavailable:
+            return (*await send(request), "miss")
+        if stored is not None and stored.fresh(time.time()):
+            hit = _from_entry(request, stored, stored.headers, 0, started)
+            if hit is not None:
+                return (*hit, "hit")
+            stored = None
+        return await _fetch(cache, request, key, stored or entry, send, bound, started)
+    try:
+        if cache._shared:  # stored by another process between our read and our lock?
+            try:
+                stored = await cache._get(key, bound)
+            except _Unavailable:
+                stored = None
+            if stored is not None and stored.fresh(time.time()):
+                hit = _from_entry(request, stored, stored.headers, 0, started)
+                if hit is not None:
+                    return (*hit, "hit")
+            entry = stored or entry
+        return await _fetch(cache, request, key, entry, send, bound, started)
+    finally:
+        await cache._unlock(key, token, bound)
+
+
+async def _fetch(
+    cache: CacheBackend,
+    request: Request[T],
+    key: str,
+    entry: Entry | None,
+    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    bound: float,
+    started: float,
+) -> Cached[T]:
+    """One call through the request path, revalidating ``entry`` when it has validators."""
+    ttl = cache.ttl[request.operation]
+    asked = conditional_headers(entry)
+    context = CONDITIONAL.set(asked)
+    try:
+        outcome = await send(request)
+    except ApiError as exc:
+        if entry is None:
+            raise
+        if asked is not None and isinstance(exc, StatusError) and exc.status == 304:
+            confirmed = _from_entry(request, entry, entry.headers, exc.attempts, started)
+            if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
+                await cache._drop(key, bound)
+                return await _fetch(cache, request, key, None, send, bound, started)
+            headers = _merged(entry.headers, exc.headers)
+            lifetime = freshness(headers, ttl)
+            if lifetime is None:
+                await cache._drop(key, bound)
+            else:
+                etag, modified = validators(headers)
+                refreshed = entry._replace(
+                    headers=headers,
+                    etag=etag,
+                    last_modified=modified,
+                    stored_at=time.time(),
+                    lifetime=lifetime,
+                )
+                await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
+            return (*confirmed[:2], headers, *confirmed[3:], "revalidated")
+        if _servable_on_error(exc) and entry.age(time.time()) - entry.lifetime <= (
+            cache.stale_if_error
+        ):
+            stale = _from_entry(request, entry, entry.headers, exc.attempts, started)
+            if stale is not None:
+                return (*stale, "stale")
+        raise
+    finally:
+        CONDITIONAL.reset(context)
+    answered = outcome[2]
+    lifetime = freshness(answered, ttl)
+    if lifetime is None:
+        if entry is not None:
+            await cache._drop(key, bound)
+    else:
+        etag, modified = validators(answered)
+        stored = Entry(
+            outcome[3], outcome[1], answered, outcome[4], etag, modified, time.time(), lifetime
+        )
+        keep = cache._keep(request.operation, stored)
+        if keep > 0:  # fresh for a while, or kept to revalidate or to serve on an error
+            await cache._put(key, stored, keep, bound)
+        elif entry is not None:
+            await cache._drop(key, bound)
+    return (*outcome, "miss")
