@@ -47,6 +47,9 @@ CONTRACT_CLASSES = {
     # Second round: resumable walks
     "Walk",
     "Checkpoint",
+    # Third round: the sync client, and the type of its streams (for annotations)
+    "SyncClient",
+    "SyncWalk",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}
