@@ -136,8 +136,8 @@ class _Runner:
             with self._lock:  # no call is scheduled once the loop is told to stop
                 if self._stopping:
                     raise _closed_error()
+                scheduled = True  # from here on, the loop closes the coroutine
                 self.loop.call_soon_threadsafe(self._begin, call)
-                scheduled = True
             call.done.acquire()
         except BaseException:
             if not scheduled:
@@ -210,7 +210,12 @@ def _release(call: _Call) -> None:
 
 
 def _cancel(call: _Call) -> None:
-    if call.task is not None:
+    if call.finished:
+        return
+    if call.task is None:  # interrupted before the call was handed over: it never starts
+        call.coro.close()
+        _release(call)
+    else:
         call.task.cancel()
 
 
