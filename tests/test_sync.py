@@ -124,7 +124,7 @@ def test_the_six_operations_and_four_streams_answer_as_the_async_client(
     expected = asyncio.run(async_results(server))
     user = a_user(server)
     token = server.exchange.tokens[0]["address"]
-    got = {
+    got: dict[str, Any] = {
         "tokens": client.tokens(),
         "token_markets": client.token_markets(token),
         "pool": client.pool(pool_ids(server)[0]),
@@ -449,7 +449,8 @@ def test_close_ends_every_thread_and_connection(server: FakeServer) -> None:
         assert client.tokens()
         assert set(threading.enumerate()) - before  # the loop's thread, the resolver's
         inner = client._target
-        assert not client.closed
+        was_closed = client.closed
+    assert not was_closed
     assert client.closed
     assert inner.closed
     assert set(threading.enumerate()) == before
@@ -488,7 +489,7 @@ def test_close_during_calls_of_other_threads(server: FakeServer) -> None:
 def test_a_client_dropped_unclosed_warns_and_stops_its_thread(server: FakeServer) -> None:
     before = set(threading.enumerate())
     client = SyncClient(base_url=server.base_url)
-    assert client.pool(pool_ids(server)[0])
+    assert client.pool(pool_ids(server)[0]).pool_id
     (thread,) = set(threading.enumerate()) - before
     inner = client._target
     with pytest.warns(ResourceWarning, match="without close"):
