@@ -24,15 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl as ssl_module
 import threading
 import warnings
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar
+from typing import Any, Final, Generic, Self, TypeVar
+
+import aiohttp
 
 from ._checkpoint import Checkpoint
 from ._client import Client
+from ._limiters import Limiter
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -47,17 +51,9 @@ from ._models import (
 )
 from ._network import Network
 from ._request import Response
+from ._retry import RetryEvent
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import Walk
-
-if TYPE_CHECKING:
-    import ssl as ssl_module
-    from collections.abc import Callable, Mapping
-
-    import aiohttp
-
-    from ._limiters import Limiter
-    from ._retry import RetryEvent
 
 __all__ = ["SyncClient", "SyncWalk", "SyncWithResponse"]
 
