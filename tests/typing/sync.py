@@ -69,8 +69,16 @@ def constructor_twin_of(client: Callable[P, Client]) -> Callable[[Callable[P, Sy
     return lambda sync_client: None
 
 
+def async_constructor_twin_of(
+    client: Callable[P, SyncClient],
+) -> Callable[[Callable[P, Client]], None]:
+    """Client takes the arguments SyncClient takes."""
+    return lambda async_client: None
+
+
 def same_signatures(aio: Client, client: SyncClient) -> None:
     constructor_twin_of(Client)(SyncClient)
+    async_constructor_twin_of(SyncClient)(Client)
     stream_twin_of(aio.iter_orders)(client.iter_orders)
     stream_twin_of(aio.iter_order_pages)(client.iter_order_pages)
     stream_twin_of(aio.iter_leaderboard)(client.iter_leaderboard)
