@@ -107,17 +107,9 @@ async def _drive(call: _Call) -> None:
         call.done.release()
 
 
-if sys.version_info >= (3, 12):
-
-    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> Any:
-        # The call's first step runs at once, not on the loop's next turn (public API since
-        # Python 3.12).
-        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
-
-else:  # pragma: no cover - the suite runs on each supported Python; coverage on one
-
-    def _task(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, None]) -> Any:
-        return loop.create_task(coro)
+#: The call's first step runs at once, not a turn of the loop later (``eager_start``: public
+#: API since Python 3.12; before, a task starts on the loop's next turn).
+_EAGER: Final[dict[str, Any]] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
 
 
 class _Runner:
@@ -230,7 +222,7 @@ class _Runner:
             call.error = _closed_error()
             _release(call)
             return
-        call.task = _task(self.loop, _drive(call))
+        call.task = asyncio.Task(_drive(call), loop=self.loop, **_EAGER)
 
 
 def _release(call: _Call) -> None:
