@@ -364,9 +364,10 @@ class SyncWalk(Generic[T]):
         try:
             self._run(self._close())
         except RuntimeError:
-            if not self._owner._runner.stopping:
-                raise
-            # the client is closed: its loop already ended every request of this walk
+            if self._owner._runner.stopping:
+                return  # the client is closed: its loop already ended this walk's requests
+            self._closing = False  # not closed (called from the client's own thread)
+            raise
 
     async def _close(self) -> None:
         task = self._task

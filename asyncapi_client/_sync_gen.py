@@ -161,7 +161,15 @@ _END_MARKER: Final = "    # --- end generated ---"
 def _format(text: str) -> str:
     """``text`` as ``ruff format`` writes it (with the project's settings)."""
     done = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "format",
+            "--stdin-filename",
+            str(_PACKAGE / "_sync.py"),
+            "-",
+        ],
         input=text,
         capture_output=True,
         text=True,

@@ -20,15 +20,18 @@ from asyncapi_client import (
     Checkpoint,
     Client,
     LeaderboardEntry,
+    Network,
     NotFoundError,
     Order,
     OrdersPage,
+    Response,
     RetryEvent,
     ServerError,
     SyncClient,
     SyncWalk,
     Walk,
 )
+from asyncapi_client._sync import _Call, _cancel
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault, Reply
 
 T = TypeVar("T")
@@ -155,6 +158,24 @@ def test_with_response_gives_the_whole_response(server: FakeServer, client: Sync
     assert len(page.value.orders) == 3
 
 
+def test_with_response_offers_the_six_operations(server: FakeServer, client: SyncClient) -> None:
+    user = a_user(server)
+    token = server.exchange.tokens[0]["address"]
+    plain_and_full: list[tuple[Any, Response[Any]]] = [
+        (client.tokens(search="e"), client.with_response.tokens(search="e")),
+        (client.token_markets(token), client.with_response.token_markets(token)),
+        (client.pool(pool_ids(server)[2]), client.with_response.pool(pool_ids(server)[2])),
+        (client.user(user), client.with_response.user(user)),
+        (client.orders(user, limit=2), client.with_response.orders(user, limit=2)),
+        (client.leaderboard(limit=4), client.with_response.leaderboard(limit=4)),
+    ]
+    for plain, full in plain_and_full:
+        assert full.value == plain
+        assert full.status == 200
+    assert client.with_response.token_markets(token).network is Network.TESTNET
+    assert client.network is Network.MAINNET
+
+
 def test_errors_are_the_async_clients(server: FakeServer, client: SyncClient) -> None:
     with pytest.raises(NotFoundError) as missing:
         client.pool("no-such-pool")
@@ -256,6 +277,30 @@ def test_checkpoint_while_another_thread_steps_the_walk(
     assert isinstance(outcome[0], OrdersPage)
     assert walk.checkpoint.cursor is not None
     walk.close()
+
+
+def test_a_walk_closed_from_the_clients_own_thread_is_refused_and_stays_usable(
+    server: FakeServer,
+) -> None:
+    refused: list[RuntimeError] = []
+    walks: list[SyncWalk[Order]] = []
+
+    def on_retry(event: RetryEvent) -> None:
+        try:
+            walks[0].close()
+        except RuntimeError as exc:
+            refused.append(exc)
+
+    server.script("orders", Reply(503))
+    with SyncClient(base_url=server.base_url, on_retry=on_retry) as client:
+        client.set_testing(True)
+        walks.append(client.iter_orders(a_user(server), page_size=10))
+        first = next(walks[0])  # its first page was retried: on_retry tried to close it
+        assert "own event loop thread" in str(refused[0])
+        assert next(walks[0]) != first  # not closed: it goes on
+        assert "SyncWalk of <Walk orders open" in repr(walks[0])
+        walks[0].close()
+        assert list(walks[0]) == []
 
 
 def test_threads_share_one_walk_and_each_item_comes_once(
@@ -438,6 +483,21 @@ def test_an_interrupted_walk_ends_its_fetches(server: FakeServer) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+async def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), SystemExit(3)], ids=repr)
+def test_a_call_whose_own_code_raises_keyboardinterrupt_leaves_the_loop_serving(
+    server: FakeServer, client: SyncClient, exc: BaseException
+) -> None:
+    """asyncio lets KeyboardInterrupt and SystemExit out of its loop: the caller gets them,
+    and the client's thread goes on serving the other calls."""
+    with pytest.raises(type(exc)):
+        client._run(_raise(exc))
+    assert client.pool(pool_ids(server)[0]).pool_id == pool_ids(server)[0]
+
+
 # --- close(), with, and collection ---------------------------------------------------------------
 
 
@@ -497,6 +557,55 @@ def test_a_client_dropped_unclosed_warns_and_stops_its_thread(server: FakeServer
     thread.join(BOUND)
     assert not thread.is_alive()
     assert inner.closed
+
+
+def test_a_client_collected_on_its_own_thread_stops_without_waiting_for_itself(
+    server: FakeServer,
+) -> None:
+    before = set(threading.enumerate())
+    holder = [SyncClient(base_url=server.base_url)]
+    run = holder[0]._run  # the runner's, holding no reference to the client
+    (thread,) = set(threading.enumerate()) - before
+
+    async def drop() -> None:
+        holder.clear()  # the last reference goes on the client's own thread
+
+    with pytest.warns(ResourceWarning, match="without close"):
+        run(drop())
+    thread.join(BOUND)
+    assert not thread.is_alive()
+    with pytest.raises(RuntimeError, match="closed"):
+        run(drop())
+
+
+def test_a_call_that_reaches_the_loop_after_close_began_does_not_start(
+    server: FakeServer,
+) -> None:
+    """The race between a call being handed over and close(): the call is told, never lost."""
+    client = SyncClient(base_url=server.base_url)
+    runner = client._runner
+    started: list[bool] = []
+
+    async def work() -> None:
+        started.append(True)
+
+    with runner._lock:  # hand a call over and stop the loop before it runs, in that order
+        call = _Call(work())
+        runner.loop.call_soon_threadsafe(runner._begin, call)
+        runner._stopping = True
+        runner.loop.call_soon_threadsafe(runner.loop.stop)
+    assert call.done.acquire(timeout=BOUND)
+    assert isinstance(call.error, RuntimeError)
+    assert "closed" in str(call.error)
+    client.close()
+    assert started == []
+    # An interruption that came before the hand-over: the call is ended where it stands.
+    late = _Call(work())
+    _cancel(late)
+    assert late.finished
+    assert late.done.acquire(blocking=False)
+    _cancel(late)  # finished: nothing more to do
+    assert started == []
 
 
 def test_a_walk_keeps_its_client_alive(server: FakeServer) -> None:

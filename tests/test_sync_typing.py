@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
@@ -76,6 +77,41 @@ def test_the_generator_refuses_what_it_does_not_know() -> None:
         gen.generate(current, undocumented)
     with pytest.raises(SystemExit, match="no region"):
         gen.generate("no markers", source)
+
+
+def test_plain_methods_and_unknown_members() -> None:
+    source = gen.SOURCE.read_text(encoding="utf-8")
+    current = gen.TARGET.read_text(encoding="utf-8")
+    anchor = "    # --- helpers ---"
+    assert anchor in source
+    described = source.replace(
+        anchor, '    def describe(self) -> str:\n        return "x"\n\n' + anchor, 1
+    )
+    assert "return self._target.describe()" in gen.generate(current, described)
+    nested = source.replace(anchor, "    class Nested:\n        pass\n\n" + anchor, 1)
+    with pytest.raises(SystemExit, match="ClassDef is not supported"):
+        gen.generate(current, nested)
+    with pytest.raises(SystemExit, match="no class Client"):
+        gen.generate(current, "class Other:\n    pass\n")
+    with pytest.raises(SystemExit, match="ruff format failed"):
+        gen.generate(current + "\ndef broken(:\n", source)
+
+
+def test_the_command_rewrites_a_stale_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    current = gen.TARGET.read_text(encoding="utf-8")
+    stale = tmp_path / "_sync.py"
+    start = current.index("    def tokens(")
+    end = current.index("    def token_markets(")
+    stale.write_text(current[:start] + current[end:], encoding="utf-8")  # tokens() lost
+    monkeypatch.setattr(gen, "TARGET", stale)
+    assert gen.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert gen.main([]) == 0
+    assert "rewrote" in capsys.readouterr().out
+    assert stale.read_text(encoding="utf-8") == current
+    assert gen.main(["--check"]) == 0
 
 
 def test_every_public_member_has_its_twin() -> None:
