@@ -63,6 +63,10 @@ T = TypeVar("T")
 #: How long an interrupted call waits for its task's cancellation to finish (seconds): a
 #: bound, not a pace; cancelling a request ends at once unless something swallows it.
 CANCEL_WAIT: Final = 5.0
+#: The caller waits for its call in slices of this many seconds. A signal (Ctrl-C) interrupts
+#: the wait at once on POSIX, except one that lands just before the wait begins (it is seen
+#: when the slice ends), and on Windows, where a lock's wait is not interruptible at all.
+WAIT_SLICE: Final = 0.1
 #: How long a SyncClient collected unclosed waits for its thread to end (seconds).
 ABANDON_WAIT: Final = 5.0
 
@@ -160,7 +164,9 @@ class _Runner:
                     raise _closed_error()
                 scheduled = True  # from here on, the loop closes the coroutine
                 self.loop.call_soon_threadsafe(self._begin, call)
-            call.done.acquire()
+            wait = call.done.acquire
+            while not wait(timeout=WAIT_SLICE):
+                pass  # back in Python: a signal that came just before the wait is seen now
         except BaseException:
             if not scheduled:
                 coro.close()

@@ -7,6 +7,7 @@ that "in flight" is a fact the server reports, never a sleep.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import gc
 import signal
@@ -387,30 +388,47 @@ def _raise_alarm(signum: int, frame: object) -> None:
     raise Alarm("the handler's own exception")
 
 
+def _signal(signum: signal.Signals) -> None:
+    """A real signal to the main thread: it interrupts a blocked wait at once (EINTR)."""
+    signal.pthread_kill(threading.main_thread().ident or 0, signum)
+
+
+def _flag(signum: signal.Signals) -> None:
+    """The signal's Python flag only, as when a signal lands just before the wait begins (or
+    on Windows): nothing interrupts the wait, the caller must look by itself."""
+    _thread.interrupt_main(signum)
+
+
 @pytest.mark.parametrize(
-    ("signum", "handler", "raised"),
+    ("signum", "handler", "raised", "deliver"),
     [
-        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),
-        (signal.SIGUSR1, _raise_alarm, Alarm),
+        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt, _signal),
+        (signal.SIGUSR1, _raise_alarm, Alarm, _signal),
+        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt, _flag),
     ],
-    ids=["KeyboardInterrupt", "handler-exception"],
+    ids=["KeyboardInterrupt", "handler-exception", "KeyboardInterrupt-without-EINTR"],
 )
 def test_an_interrupted_call_ends_its_request_before_it_propagates(
     server: FakeServer,
     signum: signal.Signals,
     handler: Callable[[int, Any], None],
     raised: type[BaseException],
+    deliver: Callable[[signal.Signals], None],
 ) -> None:
     assert threading.current_thread() is threading.main_thread()  # where signals land
     before = set(threading.enumerate())
-    client = SyncClient(base_url=server.base_url)
+    client = SyncClient(base_url=server.base_url, timeout=3 * BOUND)
     previous = signal.signal(signum, handler)
     try:
         with server.gate("pool") as gate:
 
             def interrupt() -> None:
                 gate.wait_arrived(1)  # the request is at the server, which stalls it
-                signal.pthread_kill(threading.main_thread().ident or 0, signum)
+                deliver(signum)
+                try:  # a call that missed the interruption would end with its answer
+                    wait_for(server, lambda: server.requests[0].cancelled)
+                finally:
+                    gate.release()
 
             helper = threading.Thread(target=interrupt)
             helper.start()
@@ -421,6 +439,7 @@ def test_an_interrupted_call_ends_its_request_before_it_propagates(
             wait_for(server, lambda: server.in_flight == 0)
             (request,) = server.requests
             assert request.cancelled  # the server saw the client go away
+            assert request.status is None
         # The client goes on working, then closes: no thread of its own is left.
         assert client.pool(pool_ids(server)[0]).pool_id == pool_ids(server)[0]
     finally:
@@ -589,15 +608,27 @@ def test_a_call_that_reaches_the_loop_after_close_began_does_not_start(
     async def work() -> None:
         started.append(True)
 
-    with runner._lock:  # hand a call over and stop the loop before it runs, in that order
-        call = _Call(work())
-        runner.loop.call_soon_threadsafe(runner._begin, call)
-        runner._stopping = True
-        runner.loop.call_soon_threadsafe(runner.loop.stop)
-    assert call.done.acquire(timeout=BOUND)
-    assert isinstance(call.error, RuntimeError)
-    assert "closed" in str(call.error)
-    client.close()
+    held, busy = threading.Event(), threading.Event()
+
+    def hold() -> None:  # keeps the loop busy while the race is set up
+        busy.set()
+        held.wait(BOUND)
+
+    try:
+        runner.loop.call_soon_threadsafe(hold)
+        assert busy.wait(BOUND)
+        with runner._lock:  # hand a call over, then close() begins: in that order
+            call = _Call(work())
+            runner.loop.call_soon_threadsafe(runner._begin, call)
+            runner._stopping = True
+            runner.loop.call_soon_threadsafe(runner.loop.stop)
+        held.set()
+        assert call.done.acquire(timeout=BOUND)
+        assert isinstance(call.error, RuntimeError)
+        assert "closed" in str(call.error)
+    finally:
+        held.set()
+        client.close()
     assert started == []
     # An interruption that came before the hand-over: the call is ended where it stands.
     late = _Call(work())
