@@ -4,6 +4,9 @@ Every public name is importable from here::
 
     async with Client(base_url="https://...") as client:
         pool = await client.pool("0xpool")
+
+    with SyncClient(base_url="https://...") as client:   # the same, blocking
+        pool = client.pool("0xpool")
 """
 
 from ._cache import MemoryCache
@@ -41,6 +44,7 @@ from ._network import Network
 from ._request import Response
 from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
+from ._sync import SyncClient, SyncWalk
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._version import __version__
 from ._walks import Walk
@@ -80,6 +84,8 @@ __all__ = [
     "Side",
     "SideName",
     "StatusError",
+    "SyncClient",
+    "SyncWalk",
     "Token",
     "TransportError",
     "UseClientDefault",

@@ -35,6 +35,11 @@ HTTPX: Final = "httpx+pydantic"
 PYDANTIC: Final = "pydantic validate_json"
 DECIMAL_FLOOR: Final = "orjson.loads + 3 Decimal"
 TYPED: Final = "aiohttp+pydantic"
+SYNC: Final = "SyncClient"
+#: The async client once more in the same rounds: the noise floor of the sync case.
+OURS_AGAIN: Final = "asyncapi_client (again)"
+#: Issue 26: a blocking pool() costs at most this much client CPU per call over the async one.
+SYNC_MAX_RATIO: Final = 1.3
 #: Issue 12's decode targets: microseconds per order, and the ratio to the exact-decimal floor.
 DECODE_MAX_US: Final = 3.5
 DECODE_MAX_VS_DECIMALS: Final = 1.5
@@ -800,6 +805,87 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     }
 
 
+# --- the sync client --------------------------------------------------------------------------
+
+
+def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+    """CPU per pool() call of SyncClient against the async Client it runs, concurrency 1, in
+    interleaved rounds (the async client twice: the noise floor). The CPU of both threads
+    (the caller's and the client's loop) is counted: time.process_time is the process's."""
+    contenders: dict[str, Factory] = {
+        OURS: _contenders.Ours,
+        SYNC: _contenders.SyncOurs,
+        OURS_AGAIN: _contenders.Ours,
+    }
+    chunk, rounds = cfg.pool_turn, cfg.overhead_rounds
+    runs = _interleaved(
+        contenders, server, "pool", 1, rounds, dict.fromkeys(contenders, chunk), cfg.warmup
+    )
+    title = f"pool() x{rounds * 2 * chunk:,}, concurrency 1: SyncClient vs Client"
+    cpu = _ratios(runs, SYNC, OURS, "cpu_us")
+    floor = _ratios(runs, OURS_AGAIN, OURS, "cpu_us")
+    rps = _ratios(runs, SYNC, OURS, "rps")
+    ok = cpu["median"] <= SYNC_MAX_RATIO
+    _log(
+        f"sync: {SYNC} {spread(cpu, quartiles=True)} x {OURS} CPU over {rounds} rounds;"
+        f" {OURS} vs itself {spread(floor, quartiles=True)}"
+    )
+    contender_results = {
+        c: {"cpu_us": summary(r["cpu_us"]), "rps": summary(r["rps"])} for c, r in runs.items()
+    }
+    details = [
+        _detail(
+            f"{title} (vs Client)",
+            c,
+            f"{spread(v['cpu_us'], 1, ' us', True)} CPU/req,"
+            f" {spread(v['rps'], 0, quartiles=True)} req/s",
+            spread(_ratios(runs, c, OURS, "cpu_us"), quartiles=True),
+        )
+        for c, v in contender_results.items()
+    ]
+    us = " us"
+    return {
+        "title": title,
+        "details": details,
+        "rounds": rounds,
+        "calls_per_turn": chunk,
+        "concurrency": 1,
+        "unit": "client CPU microseconds per request (time.process_time, all threads)",
+        "contenders": contender_results,
+        "cpu_ratio_vs_async": cpu,
+        "noise_floor": floor,
+        "rps_ratio_vs_async": rps,
+        "target": {"max_ratio_vs_async": SYNC_MAX_RATIO},
+        "pass": ok,
+        "rows": [
+            _row(
+                f"{title}: CPU/request",
+                spread(contender_results[SYNC]["cpu_us"], 1, us, True),
+                f"Client {spread(contender_results[OURS]['cpu_us'], 1, us, True)}",
+                spread(cpu, quartiles=True),
+                f"<= {SYNC_MAX_RATIO}x",
+                ok,
+            ),
+            _row(
+                f"{title}: noise floor, Client vs Client in the same rounds",
+                "-",
+                f"Client {spread(contender_results[OURS_AGAIN]['cpu_us'], 1, us, True)}",
+                spread(floor, quartiles=True),
+                "-",
+                None,
+            ),
+            _row(
+                f"{title}: requests/s",
+                spread(contender_results[SYNC]["rps"], 0, quartiles=True),
+                f"Client {spread(contender_results[OURS]['rps'], 0, quartiles=True)}",
+                spread(rps, quartiles=True),
+                "-",
+                None,
+            ),
+        ],
+    }
+
+
 CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.10),
     "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.10),
@@ -813,4 +899,5 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "hooks": _hooks,
     "limiter": _fleet.limiter,
     "cache": _cache.cache,
+    "sync": _sync,
 }

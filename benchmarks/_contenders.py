@@ -22,7 +22,7 @@ import msgspec
 import orjson
 import pydantic
 
-from asyncapi_client import Client, OrderStatus, Side
+from asyncapi_client import Client, OrderStatus, Side, SyncClient
 from asyncapi_client._decode import ORDERS_PAGE, camel
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "HttpxPydantic",
     "Ours",
     "RawAiohttp",
+    "SyncOurs",
     "WithResponse",
 ]
 
@@ -115,6 +116,27 @@ class WithResponse(Ours):
 
     async def pool(self, pool_id: str) -> object:
         return await self.client.with_response.pool(pool_id)
+
+
+class SyncOurs:
+    """``asyncapi_client.SyncClient`` with its defaults: each blocking call is handed to the
+    client's own loop thread and waited for (the driver's loop is blocked meanwhile, as any
+    caller's thread would be)."""
+
+    def __init__(self, base_url: str, **options: Any) -> None:
+        self.client = SyncClient(base_url=base_url, testnet_base_url=base_url, **options)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.client.close()
+
+    async def pool(self, pool_id: str) -> object:
+        return self.client.pool(pool_id)
+
+    async def orders(self, address: str, limit: int, cursor: str | None) -> object:
+        return self.client.orders(address, limit=limit, cursor=cursor)
 
 
 # --- httpx + pydantic v2 ------------------------------------------------------------------

@@ -49,6 +49,9 @@ CONTRACT_CLASSES = {
     "Checkpoint",
     # Third round: cached reference data
     "MemoryCache",
+    # Third round: the sync client, and the type of its streams (for annotations)
+    "SyncClient",
+    "SyncWalk",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}

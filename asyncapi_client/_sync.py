@@ -1,0 +1,975 @@
+"""SyncClient: the async :class:`Client` behind blocking calls, for scripts, notebooks and threads.
+
+One design for every blocking call. Each SyncClient runs an event loop of its own on one
+background thread, and the async Client lives there (made on that loop). A call hands its
+coroutine to the loop and waits for the task's outcome; a stream pulls one item or page at a
+time the same way, while its walk fetches ahead on the loop as the async walks do.
+
+- Many threads may call at once: each call is its own task on the loop.
+- A thread whose own event loop is running may call too: it blocks, as any blocking call does.
+- Whatever interrupts the waiting thread (``KeyboardInterrupt``, an exception a signal
+  handler raises) cancels the call's task, waits a bounded time for the cancellation to finish
+  (the request is abandoned, its connection closed), then propagates: nothing keeps running.
+- ``close()`` cancels what is still running, closes the connections and ends the thread. A
+  SyncClient dropped unclosed warns with a :class:`ResourceWarning` and stops its thread
+  then: the thread holds no reference to the SyncClient, so it can be collected.
+
+The methods between the ``generated`` markers are written by ``python -m
+asyncapi_client._sync_gen`` from :class:`Client`'s and :class:`WithResponse`'s own
+definitions (same names, parameters, types, defaults and docstrings); a test regenerates
+them and fails when they drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import ssl as ssl_module
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Generic, Self, TypeVar
+
+import aiohttp
+
+from ._cache import CacheBackend
+from ._checkpoint import Checkpoint
+from ._client import Client
+from ._limiters import Limiter
+from ._models import (
+    LeaderboardEntry,
+    LeaderboardPage,
+    Market,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    Pool,
+    Side,
+    Token,
+    UserProfile,
+)
+from ._network import Network
+from ._request import Response
+from ._retry import RetryEvent
+from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
+from ._walks import Walk
+
+__all__ = ["SyncClient", "SyncWalk", "SyncWithResponse"]
+
+T = TypeVar("T")
+
+#: How long an interrupted call waits for its task's cancellation to finish (seconds): a
+#: bound, not a pace; cancelling a request ends at once unless something swallows it.
+CANCEL_WAIT: Final = 5.0
+#: The caller waits for its call in slices of this many seconds. A signal (Ctrl-C) interrupts
+#: the wait at once on POSIX, except one that lands just before the wait begins (it is seen
+#: when the slice ends), and on Windows, where a lock's wait is not interruptible at all.
+WAIT_SLICE: Final = 0.1
+#: How long a SyncClient collected unclosed waits for its thread to end (seconds).
+ABANDON_WAIT: Final = 5.0
+
+_names = itertools.count(1)
+
+
+def _closed_error() -> RuntimeError:
+    return RuntimeError("this SyncClient is closed; create a new one")
+
+
+class _Call:
+    """One blocking call: the coroutine handed to the loop, its task, its outcome, and the
+    latch the caller waits on."""
+
+    __slots__ = ("coro", "done", "error", "finished", "result", "task")
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.task: asyncio.Task[None] | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        #: held until the call has ended (or could not start); the caller waits on it
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.finished = False
+
+
+async def _drive(call: _Call) -> None:
+    """The call's task: hands the coroutine's outcome to the caller and lets it go at once
+    (a done callback would only run a turn of the loop later)."""
+    try:
+        call.result = await call.coro
+    except asyncio.CancelledError as exc:
+        call.error = exc
+        raise  # the task ends cancelled
+    except BaseException as exc:  # the caller raises it: the task itself ends quietly
+        call.error = exc
+        if isinstance(exc, KeyboardInterrupt | SystemExit):
+            raise
+    finally:
+        call.finished = True
+        call.done.release()
+
+
+#: The call's first step runs at once, not a turn of the loop later (``eager_start``: public
+#: API since Python 3.12; before, a task starts on the loop's next turn).
+_EAGER: Final[dict[str, Any]] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
+
+
+class _Runner:
+    """The private event loop on its daemon thread, and the async Client it owns.
+
+    Holds no reference to the SyncClient: a SyncClient dropped unclosed can be collected,
+    and its finaliser stops this loop.
+    """
+
+    __slots__ = ("_lock", "_stopping", "client", "ident", "loop", "thread")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client: Client | None = None
+        self._lock = threading.Lock()
+        self._stopping = False
+        self.thread = threading.Thread(
+            target=_serve, args=(self,), name=f"asyncapi-client-sync-{next(_names)}", daemon=True
+        )
+        self.thread.start()
+        ident = self.thread.ident
+        assert ident is not None
+        self.ident = ident
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # --- the caller's side --------------------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` as a task on the loop and block until its outcome.
+
+        Whatever interrupts the wait cancels the task and waits (at most ``CANCEL_WAIT``
+        seconds) until it has finished before it propagates.
+        """
+        if threading.get_ident() == self.ident:
+            coro.close()
+            raise RuntimeError(
+                "a SyncClient cannot be called from its own event loop thread (an on_retry "
+                "callback, say): the call would wait for itself"
+            )
+        call = _Call(coro)
+        scheduled = False
+        try:
+            with self._lock:  # no call is scheduled once the loop is told to stop
+                if self._stopping:
+                    raise _closed_error()
+                scheduled = True  # from here on, the loop closes the coroutine
+                self.loop.call_soon_threadsafe(self._begin, call)
+            wait = call.done.acquire
+            while not wait(timeout=WAIT_SLICE):
+                pass  # back in Python: a signal that came just before the wait is seen now
+        except BaseException:
+            if not scheduled:
+                coro.close()
+            elif not call.finished:
+                self._interrupt(call)
+            raise
+        error = call.error
+        if error is None:
+            return call.result  # type: ignore[no-any-return]
+        if isinstance(error, asyncio.CancelledError):  # only close() cancels a call not
+            raise RuntimeError("the SyncClient was closed during this call")  # interrupted
+        try:
+            raise error
+        finally:
+            del error, call  # no cycle through the traceback
+
+    def _interrupt(self, call: _Call) -> None:
+        """Cancel ``call``'s task and wait, bounded, until it has finished."""
+        with self._lock:
+            if not self.loop.is_closed():
+                self.loop.call_soon_threadsafe(_cancel, call)
+        call.done.acquire(timeout=CANCEL_WAIT)
+
+    def close(self) -> None:
+        """Cancel what runs, close the client, end the thread. Calling it twice is fine."""
+        if threading.get_ident() == self.ident:
+            raise RuntimeError(
+                "a SyncClient cannot be closed from its own event loop thread (an on_retry "
+                "callback, say): close() waits for that thread to end"
+            )
+        self._stop()
+        self.thread.join()
+
+    def abandon(self) -> None:
+        """The SyncClient was collected unclosed: stop, and say so with a ResourceWarning."""
+        self._stop()
+        if threading.get_ident() != self.ident:
+            self.thread.join(ABANDON_WAIT)
+        warnings.warn(
+            "a SyncClient was dropped without close(): its thread and connections were "
+            "closed when it was collected; use `with SyncClient(...) as client:` or "
+            "client.close()",
+            ResourceWarning,
+            stacklevel=2,
+        )
+
+    def _stop(self) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+    # --- the loop's side ----------------------------------------------------------------
+
+    def _begin(self, call: _Call) -> None:
+        if self._stopping:  # close() was called meanwhile: the call does not start
+            call.coro.close()
+            call.error = _closed_error()
+            _release(call)
+            return
+        call.task = asyncio.Task(_drive(call), loop=self.loop, **_EAGER)
+
+
+def _release(call: _Call) -> None:
+    call.finished = True
+    call.done.release()
+
+
+def _cancel(call: _Call) -> None:
+    if call.finished:
+        return
+    if call.task is None:  # interrupted before the call was handed over: it never starts
+        call.coro.close()
+        _release(call)
+    else:
+        call.task.cancel()
+
+
+def _serve(runner: _Runner) -> None:
+    """The thread: run the loop until stopped, then cancel what is left and close it all."""
+    loop = runner.loop
+    asyncio.set_event_loop(loop)
+    try:
+        while True:
+            try:
+                loop.run_forever()
+            except (KeyboardInterrupt, SystemExit):
+                # raised by a call's own code on this thread (asyncio lets these out of the
+                # loop): that call's caller gets it; the others go on being served
+                continue
+            break
+        loop.run_until_complete(_finish(runner))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def _finish(runner: _Runner) -> None:
+    """Cancel every task left (calls in flight, fetches ahead), then close the client and
+    what the loop started (async generators, the resolver's executor threads)."""
+    loop = runner.loop
+    current = asyncio.current_task()
+    while pending := [t for t in asyncio.all_tasks(loop) if t is not current]:
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending)
+    if runner.client is not None:
+        await runner.client.close()
+    await loop.shutdown_asyncgens()
+    await loop.shutdown_default_executor()
+    for _ in range(3):  # closed transports let go of their sockets on the next turns
+        await asyncio.sleep(0)
+
+
+async def _make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Client:
+    return Client(*args, **kwargs)
+
+
+# --- streams ----------------------------------------------------------------------------------
+
+
+class _End:
+    """What a step returns at the end of a walk (a task cannot end in StopAsyncIteration
+    without it looking like an error)."""
+
+    __slots__ = ()
+
+
+_END: Final = _End()
+
+
+class SyncWalk(Generic[T]):
+    """A blocking iterator over a stream's items (or pages) that knows where it stands.
+
+    The four stream methods of :class:`SyncClient` make them. Use one with ``for``,
+    ``next()``, ``close()`` and ``with``; the walk fetches ahead on the client's loop while
+    your code works on an item. :attr:`checkpoint` is the position just after the last item
+    handed out; pass it (or its JSON text) as ``resume=`` to continue there. ``close()``
+    (from any thread) ends the request in flight and the fetches ahead; a ``next()``
+    waiting in another thread then ends the iteration. Several threads may pull from one
+    walk: they take turns, each item handed out once.
+    """
+
+    __slots__ = ("__weakref__", "_closing", "_lock", "_owner", "_run", "_task", "_walk")
+
+    def __init__(self, owner: SyncClient, walk: Walk[T]) -> None:
+        self._owner = owner  # keeps the client (and its loop) alive while the walk is used
+        self._run = owner._run
+        self._walk = walk
+        self._lock = threading.Lock()  # held while a step runs: one step at a time
+        self._task: asyncio.Task[Any] | None = None
+        self._closing = False
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> T:
+        with self._lock:
+            if self._closing:
+                raise StopIteration
+            item = self._run(self._step())
+        if item is _END:
+            raise StopIteration
+        return item  # type: ignore[return-value]
+
+    async def _step(self) -> T | _End:
+        self._task = asyncio.current_task()
+        try:
+            return await self._walk.__anext__()
+        except StopAsyncIteration:
+            return _END
+        except asyncio.CancelledError:
+            if self._closing:  # close() from another thread: this walk ends here
+                return _END
+            raise
+        finally:
+            self._task = None
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The position just after the last item handed out (before the first: the start)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._walk.checkpoint
+            finally:
+                self._lock.release()
+        # A step runs in another thread: ask the loop, where the walk is always consistent
+        # between two of its steps.
+        return self._run(self._read_checkpoint())
+
+    async def _read_checkpoint(self) -> Checkpoint:
+        return self._walk.checkpoint
+
+    def close(self) -> None:
+        """Stop the walk: end the request in flight and every fetch ahead. Calling it twice
+        (or after the client was closed) is fine."""
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            self._run(self._close())
+        except RuntimeError:
+            if self._owner._runner.stopping:
+                return  # the client is closed: its loop already ended this walk's requests
+            self._closing = False  # not closed (called from the client's own thread)
+            raise
+
+    async def _close(self) -> None:
+        task = self._task
+        if task is not None:
+            task.cancel()
+            await asyncio.wait([task])
+        await self._walk.aclose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<SyncWalk of {self._walk!r}>"
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class SyncClient:
+    """A blocking client of the read API: :class:`Client` run on an event loop of its own.
+
+    Use it as ``with SyncClient(...) as client:`` or call :meth:`close` when done. It takes
+    :class:`Client`'s arguments and offers the same operations, ``with_response`` and the
+    four streams (as :class:`SyncWalk` iterators), with the same types and errors. One
+    SyncClient may be used from many threads at once, and from a thread whose event loop is
+    running (the call blocks that thread). ``KeyboardInterrupt`` during a call ends that
+    call's requests before it propagates. ``on_retry`` callbacks run on the client's own
+    thread.
+    """
+
+    __slots__ = ("__weakref__", "_finalizer", "_run", "_runner", "_target")
+
+    # --- generated: SyncClient from Client (python -m asyncapi_client._sync_gen) ---
+    def __init__(
+        self,
+        network: Network | NetworkName = Network.MAINNET,
+        *,
+        base_url: str | None = None,
+        testnet_base_url: str | None = None,
+        timeout: float | aiohttp.ClientTimeout = 10.0,
+        max_retries: int = 3,
+        max_connections: int = 100,
+        rate_limit: float | None = None,
+        deadline: float | None = None,
+        max_response_bytes: int = 32 * 1024 * 1024,
+        coalesce: bool = True,
+        headers: Mapping[str, str] | None = None,
+        session: aiohttp.ClientSession | None = None,
+        trace_configs: Sequence[aiohttp.TraceConfig] | None = None,
+        limiter: Limiter | None = None,
+        on_retry: Callable[[RetryEvent], object] | None = None,
+        retry_after_cap: float = 60.0,
+        telemetry: bool = False,
+        proxy: str | None = None,
+        ssl: ssl_module.SSLContext | bool | None = None,
+        trust_env: bool = False,
+        cache: CacheBackend | None = None,
+    ) -> None:
+        """Set up a client and start its thread; nothing connects until the first call.
+
+        Args:
+            network: the network every operation goes to unless it says otherwise: a
+                :class:`Network` or its name in any case.
+            base_url: the main-network host (else ``ASYNCAPI_BASE_URL``).
+            testnet_base_url: the test-network host (else ``ASYNCAPI_TESTNET_BASE_URL``).
+            timeout: seconds for one attempt (connect, send, read the body), or an
+                ``aiohttp.ClientTimeout``; also bounds each question to the limiter.
+            max_retries: retries after the first attempt.
+            max_connections: simultaneous connections of the client's own session.
+            rate_limit: requests per second, shorthand for ``LocalLimiter([Rate(x, 1.0)])``
+                (a fraction x is ``Rate(1, 1 / x)``: one request every ``1 / x`` seconds).
+            deadline: seconds for a whole operation, retries and waits included (None: no
+                deadline); a call's own ``deadline=`` overrides it.
+            max_response_bytes: a larger body is refused while it streams in.
+            coalesce: identical GETs in flight at once share one request.
+            headers: extra headers sent with every request.
+            session: refused (``ValueError``): an aiohttp session works only on the loop it was
+                made on, and a SyncClient runs a loop of its own.
+            trace_configs: aiohttp trace configs for the client's own session.
+            limiter: a :class:`Limiter` (``LocalLimiter``, a fleet's ``RedisLimiter``) every
+                attempt asks first; never closed by the client. Not with ``rate_limit``.
+            on_retry: called with a :class:`RetryEvent` before each retry's wait (default:
+                one INFO log line); what it raises is logged and ignored.
+            retry_after_cap: a ``Retry-After`` (or a 429 hold) longer than this many seconds
+                is not waited for: the ``RateLimitError`` is raised at once.
+            telemetry: emit OpenTelemetry spans and metrics through the global providers
+                (needs the extra ``asyncapi-client[otel]``).
+            proxy: an ``http://`` forward proxy every request goes through (credentials in
+                the URL are sent to the proxy as ``Proxy-Authorization``).
+            ssl: an ``ssl.SSLContext`` to verify servers with (e.g. trusting your own CA);
+                None or True: the system's trust store; False: no verification at all.
+            trust_env: read ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` and ``~/.netrc``
+                from the environment, as aiohttp does.
+            cache: a :class:`MemoryCache` or a fleet's ``RedisCache``: the operations its
+                ``ttl`` names are answered from it while fresh (None: no cache). Never
+                closed by the client; several clients may share one.
+
+        ``proxy``, ``ssl`` and ``trust_env`` configure the client's own session: with a
+        ``session`` of yours, configure that session instead.
+        """
+        self._start(
+            network,
+            base_url=base_url,
+            testnet_base_url=testnet_base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_connections=max_connections,
+            rate_limit=rate_limit,
+            deadline=deadline,
+            max_response_bytes=max_response_bytes,
+            coalesce=coalesce,
+            headers=headers,
+            session=session,
+            trace_configs=trace_configs,
+            limiter=limiter,
+            on_retry=on_retry,
+            retry_after_cap=retry_after_cap,
+            telemetry=telemetry,
+            proxy=proxy,
+            ssl=ssl,
+            trust_env=trust_env,
+            cache=cache,
+        )
+
+    @property
+    def network(self) -> Network:
+        """The network every operation goes to unless it says otherwise."""
+        return self._target.network
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has run."""
+        return self._target.closed
+
+    def set_testing(self, testing: bool = True, *, max_retries: int | None = None) -> None:
+        """Testing mode for this client only: no back-off, Retry-After waits or 429 holds.
+
+        Attempts still happen (``max_retries`` sets how many while testing), so a bot's
+        tests exercise its error handling without sleeping. ``set_testing(False)`` goes
+        back to the client's own settings, which testing mode never changes.
+
+        Args:
+            testing: True to turn testing mode on, False to turn it off.
+            max_retries: retries after a failed attempt while testing (default: the
+                client's ``max_retries``).
+        """
+        self._target.set_testing(testing, max_retries=max_retries)
+
+    def tokens(
+        self,
+        *,
+        search: str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Sequence[Token]:
+        """The token directory (``GET /api/tokens``).
+
+        Args:
+            search: sent as the query parameter ``search`` when given.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(self._target.tokens(search=search, network=network, deadline=deadline))
+
+    def token_markets(
+        self,
+        token: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Sequence[Market]:
+        """A token's markets across venues (``GET /api/aggregated/tokens/{token}/markets``).
+
+        Args:
+            token: the token's address.
+            network: the network to ask; by default the test network, where the spec
+                addresses this call (not the client's network).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(self._target.token_markets(token, network=network, deadline=deadline))
+
+    def pool(
+        self,
+        pool_id: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Pool:
+        """One order-book pool (``GET /api/clob/pools/{poolId}``).
+
+        Args:
+            pool_id: the pool's id.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(self._target.pool(pool_id, network=network, deadline=deadline))
+
+    def user(
+        self,
+        address: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> UserProfile:
+        """A user's profile: balances, orders, positions (``GET /api/clob/users/{address}``).
+
+        Args:
+            address: the user's address.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(self._target.user(address, network=network, deadline=deadline))
+
+    def orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> OrdersPage:
+        """One page of a user's orders (``GET /api/clob/users/{address}/orders``).
+
+        Args:
+            address: the user's address.
+            market: only orders of this market.
+            status: only orders in this state: an :class:`OrderStatus` or its name in any
+                case (sent upper case).
+            side: only orders of this side: a :class:`Side` or its name in any case.
+            limit: at most this many orders on the page.
+            cursor: the ``cursor`` of the previous page, to fetch the page after it.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(
+            self._target.orders(
+                address,
+                market=market,
+                status=status,
+                side=side,
+                limit=limit,
+                cursor=cursor,
+                network=network,
+                deadline=deadline,
+            )
+        )
+
+    def leaderboard(
+        self,
+        *,
+        page: int | None = None,
+        limit: int | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> LeaderboardPage:
+        """One page of the referral leaderboard (``GET /api/dash/leaderboard``).
+
+        Args:
+            page: the page number, from 1.
+            limit: entries per page.
+            network: this call's network instead of the client's (a :class:`Network` or
+                its name, any case).
+            deadline: seconds for the whole call, retries and waits included; None: no
+                deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
+        """
+        return self._run(
+            self._target.leaderboard(page=page, limit=limit, network=network, deadline=deadline)
+        )
+
+    def iter_order_pages(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
+        page_size: int | None = None,
+        resume: Checkpoint | str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> SyncWalk[OrdersPage]:
+        """Each page of a user's orders, following ``cursor``, one page fetched ahead.
+
+        Arguments (and ``resume``) are checked here, before any request. Close it early
+        with ``close()`` or ``with``: the fetch ahead is cancelled. Its
+        ``checkpoint`` moves at page boundaries; ``resume=`` takes the checkpoint of an
+        order walk of the same user, filters, network and page size (``iter_orders`` or
+        this one) and hands out what follows it, starting with the rest of its page. When
+        the page at the checkpoint no longer has the recorded order where it was, the walk
+        raises :class:`PaginationError` rather than skip or repeat orders.
+
+        Args:
+            address: the user's address.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
+            page_size: orders per page, sent as ``limit``.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
+        """
+        return SyncWalk(
+            self,
+            self._target.iter_order_pages(
+                address,
+                market=market,
+                status=status,
+                side=side,
+                page_size=page_size,
+                resume=resume,
+                network=network,
+                deadline=deadline,
+            ),
+        )
+
+    def iter_orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
+        page_size: int | None = None,
+        max_items: int | None = None,
+        resume: Checkpoint | str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> SyncWalk[Order]:
+        """Every order of a user, page after page; stops after ``max_items`` when given.
+
+        ``walk.checkpoint`` is the position after the last order handed out; ``resume=``
+        continues from one (``max_items`` then counts the orders of the resumed walk), and
+        raises :class:`PaginationError` when the recorded order is no longer where it was.
+
+        Args:
+            address: the user's address.
+            market: only orders of this market, as for :meth:`orders`.
+            status: only orders in this state, as for :meth:`orders`.
+            side: only orders of this side, as for :meth:`orders`.
+            page_size: orders per page, sent as ``limit``.
+            max_items: stop after this many orders.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
+        """
+        return SyncWalk(
+            self,
+            self._target.iter_orders(
+                address,
+                market=market,
+                status=status,
+                side=side,
+                page_size=page_size,
+                max_items=max_items,
+                resume=resume,
+                network=network,
+                deadline=deadline,
+            ),
+        )
+
+    def iter_leaderboard_pages(
+        self,
+        *,
+        page_size: int | None = None,
+        concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> SyncWalk[LeaderboardPage]:
+        """Each leaderboard page in order; pages after the first are fetched concurrently.
+
+        A page holds only the entries whose address the walk had not yielded before (a tie
+        split across two pages keeps both). The walk ends after the last page or the first
+        empty one; a page after the first that brings no new address raises
+        :class:`PaginationError` naming it. ``resume=`` works as for :meth:`iter_leaderboard`.
+
+        Args:
+            page_size: entries per page, sent as ``limit``.
+            concurrency: at most this many page requests in flight, and pages held ahead.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
+        """
+        return SyncWalk(
+            self,
+            self._target.iter_leaderboard_pages(
+                page_size=page_size,
+                concurrency=concurrency,
+                resume=resume,
+                network=network,
+                deadline=deadline,
+            ),
+        )
+
+    def iter_leaderboard(
+        self,
+        *,
+        page_size: int | None = None,
+        max_items: int | None = None,
+        concurrency: int = 4,
+        resume: Checkpoint | str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> SyncWalk[LeaderboardEntry]:
+        """Every leaderboard entry in rank order, each address once; at most ``max_items``.
+
+        ``resume=`` continues after a checkpoint of a leaderboard walk with the same page
+        size and network, and raises :class:`PaginationError` when the recorded address is
+        no longer where it was on its page.
+
+        Args:
+            page_size: entries per page, sent as ``limit``.
+            max_items: stop after this many entries.
+            concurrency: at most this many page requests in flight, and pages held ahead.
+            resume: a :class:`Checkpoint` (or its JSON text) to continue after.
+            network: the walk's network instead of the client's.
+            deadline: seconds for each page's request, retries and waits included; None:
+                no deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's.
+        """
+        return SyncWalk(
+            self,
+            self._target.iter_leaderboard(
+                page_size=page_size,
+                max_items=max_items,
+                concurrency=concurrency,
+                resume=resume,
+                network=network,
+                deadline=deadline,
+            ),
+        )
+
+    # --- end generated ---
+
+    def _start(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("session") is not None:
+            raise ValueError(
+                "session= cannot be used with a SyncClient: it runs on an event loop of its "
+                "own, and an aiohttp.ClientSession works only on the loop it was made on; "
+                "use headers=, proxy=, ssl=, trust_env= and trace_configs= instead"
+            )
+        runner = _Runner()
+        try:
+            client = runner.run(_make(args, kwargs))
+        except BaseException:
+            runner.close()
+            raise
+        runner.client = client
+        self._runner = runner
+        self._run = runner.run
+        self._target = client
+        self._finalizer = weakref.finalize(self, runner.abandon)
+
+    @property
+    def with_response(self) -> SyncWithResponse:
+        """The six operations, each returning a :class:`Response` (as ``Client.with_response``)."""
+        return SyncWithResponse(self)
+
+    def close(self) -> None:
+        """Cancel the calls still running, close the connections and end the client's thread.
+
+        When it returns, every thread and connection the client started has ended. Calling
+        it twice is fine; calls made afterwards raise ``RuntimeError``.
+        """
+        self._runner.close()
+        self._finalizer.detach()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._runner.stopping else "open"
+        return f"<SyncClient {state} {self._target.network.value}>"
+
+
+class SyncWithResponse:
+    """``client.with_response`` of a :class:`SyncClient`: the six operations, each returning
+    a :class:`Response`; same arguments and checks as the plain operations."""
+
+    __slots__ = ("_owner", "_run", "_target")
+
+    def __init__(self, owner: SyncClient) -> None:
+        self._owner = owner  # keeps the client alive while this is used
+        self._run = owner._run
+        self._target = owner._target.with_response
+
+    # --- generated: SyncWithResponse from WithResponse (python -m asyncapi_client._sync_gen) ---
+    def tokens(
+        self,
+        *,
+        search: str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[Sequence[Token]]:
+        """:meth:`SyncClient.tokens` with the whole response."""
+        return self._run(self._target.tokens(search=search, network=network, deadline=deadline))
+
+    def token_markets(
+        self,
+        token: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[Sequence[Market]]:
+        """:meth:`SyncClient.token_markets` with the whole response."""
+        return self._run(self._target.token_markets(token, network=network, deadline=deadline))
+
+    def pool(
+        self,
+        pool_id: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[Pool]:
+        """:meth:`SyncClient.pool` with the whole response."""
+        return self._run(self._target.pool(pool_id, network=network, deadline=deadline))
+
+    def user(
+        self,
+        address: str,
+        *,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[UserProfile]:
+        """:meth:`SyncClient.user` with the whole response."""
+        return self._run(self._target.user(address, network=network, deadline=deadline))
+
+    def orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        status: OrderStatus | OrderStatusName | None = None,
+        side: Side | SideName | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[OrdersPage]:
+        """:meth:`SyncClient.orders` with the whole response."""
+        return self._run(
+            self._target.orders(
+                address,
+                market=market,
+                status=status,
+                side=side,
+                limit=limit,
+                cursor=cursor,
+                network=network,
+                deadline=deadline,
+            )
+        )
+
+    def leaderboard(
+        self,
+        *,
+        page: int | None = None,
+        limit: int | None = None,
+        network: Network | NetworkName | None = None,
+        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
+    ) -> Response[LeaderboardPage]:
+        """:meth:`SyncClient.leaderboard` with the whole response."""
+        return self._run(
+            self._target.leaderboard(page=page, limit=limit, network=network, deadline=deadline)
+        )
+
+    # --- end generated ---
