@@ -33,6 +33,7 @@ Every aiohttp failure is translated into the library's errors in :func:`_transla
 from __future__ import annotations
 
 import asyncio
+import codecs
 import enum
 import logging
 import random
@@ -116,21 +117,24 @@ async def _no_resend(
 
 
 def _same_origin(a: URL, b: URL) -> bool:
-    return a.scheme == b.scheme and a.host == b.host and a.port == b.port
+    # raw_host: the host as sent (IDNA-encoded), never decoded (a server's "xn--" label
+    # that does not decode must not raise here)
+    return a.scheme == b.scheme and a.raw_host == b.raw_host and a.port == b.port
 
 
 def _redirect(current: URL, location: str) -> URL | str:
     """Where a redirect from ``current`` to ``location`` goes, or why it is refused."""
     try:
         target = current.join(URL(location))
-    except ValueError:
+        if target.scheme not in ("http", "https"):
+            return "not an HTTP URL"
+        if _same_origin(current, target):
+            return target.with_fragment(None)
+        upgrade = current.scheme == "http" and target.scheme == "https"
+        if upgrade and current.raw_host == target.raw_host:
+            return target.with_fragment(None)  # an upgrade to TLS on the same host
+    except ValueError:  # UnicodeError too: a host that does not encode, a port out of range
         return "the Location is not a valid URL"
-    if target.scheme not in ("http", "https"):
-        return "not an HTTP URL"
-    if _same_origin(current, target):
-        return target.with_fragment(None)
-    if current.scheme == "http" and target.scheme == "https" and current.host == target.host:
-        return target.with_fragment(None)  # an upgrade to TLS on the same host
     if current.scheme == "https" and target.scheme == "http":
         return "it would leave TLS"
     return "another origin"
@@ -207,6 +211,16 @@ def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
 
 
 _FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+def _unreadable(exc: Exception, url: str, network: Network) -> ApiError:
+    """The last resort for an exception none of the above expects while a response is
+    read (a codec's, a parser's): an ApiError all the same, and final like a malformed
+    response, so that nothing but an ApiError ever leaves a call."""
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return mark_final(
+        TransportError(f"the response could not be read: {detail}", url=url, network=network.value)
+    )
 
 
 class _Call:
@@ -730,6 +744,10 @@ class Transport:
                 await response.wait_for_close()
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
+        except ApiError:
+            raise
+        except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
+            raise _unreadable(exc, url, network) from exc
         finally:
             if slots is not None:
                 # Semaphore.release() without its two calls when nobody waits for a slot.
@@ -823,7 +841,23 @@ async def _read_preview(response: aiohttp.ClientResponse) -> str:
         if not chunk:
             break
         raw += chunk
-    try:
-        return raw.decode(response.charset or "utf-8", errors="replace")
-    except LookupError:
-        return raw.decode("utf-8", errors="replace")
+    return _text(raw, response.charset)
+
+
+#: Codecs Python knows that are no charset of a body: they refuse ``errors="replace"``,
+#: always fail, or read escapes (``\\x41``) the server wrote as text.
+_NOT_CHARSETS: Final = frozenset(
+    {"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape"}
+)
+
+
+def _text(raw: bytes | bytearray, charset: str | None) -> str:
+    """An error body as text, never an exception: in its declared charset when that is a
+    text encoding Python knows, else as UTF-8; bytes that do not decode become U+FFFD."""
+    if charset:
+        try:
+            if codecs.lookup(charset).name not in _NOT_CHARSETS:
+                return raw.decode(charset, errors="replace")
+        except Exception:  # unknown, not a text encoding, a NUL in the name, a codec's bug
+            pass
+    return raw.decode("utf-8", errors="replace")
