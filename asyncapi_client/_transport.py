@@ -284,9 +284,10 @@ class Transport:
         #: How long one question to the limiter may take: the attempt's timeout.
         self._limiter_timeout: float = t.total or t.connect or t.sock_connect or t.sock_read or 10.0
         self._max_connections = max_connections
-        # Our own session: at most max_connections attempts at once, queued here rather than
-        # in aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
-        self._slots = asyncio.Semaphore(max_connections) if session is None else None
+        # At most max_connections attempts at once, whether the session is ours or the
+        # caller's (whose pool has its own, larger, limit): queued here rather than in
+        # aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
+        self._slots = asyncio.Semaphore(max_connections)
         self._max_response_bytes = max_response_bytes
         self._coalesce = coalesce
         self.limiter = limiter
@@ -672,13 +673,12 @@ class Transport:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         slots = self._slots
-        if slots is not None:
-            # Semaphore.acquire() without its coroutine when a slot is free and nobody
-            # queues (what acquire() itself checks first): the common case costs no await.
-            if slots._value > 0 and not slots._waiters:
-                slots._value -= 1
-            else:
-                await slots.acquire()
+        # Semaphore.acquire() without its coroutine when a slot is free and nobody queues
+        # (what acquire() itself checks first): the common case costs no await.
+        if slots._value > 0 and not slots._waiters:
+            slots._value -= 1
+        else:
+            await slots.acquire()
         target = self._target(url, network)
         hops = 0
         try:
@@ -749,11 +749,10 @@ class Transport:
         except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
             raise _unreadable(exc, url, network) from exc
         finally:
-            if slots is not None:
-                # Semaphore.release() without its two calls when nobody waits for a slot.
-                slots._value += 1
-                if slots._waiters:
-                    slots._wake_up_next()
+            # Semaphore.release() without its two calls when nobody waits for a slot.
+            slots._value += 1
+            if slots._waiters:
+                slots._wake_up_next()
         try:
             value = request.decode(body)
         except DecodeError as exc:

@@ -25,6 +25,7 @@ from asyncapi_client import (
 )
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
+from tests._pages import serve_pools, serving
 from tests._rawserver import RawServer, raw
 
 
@@ -219,3 +220,32 @@ async def test_an_unexpected_error_reading_the_answer_is_a_final_api_error() -> 
             await client.pool("p1")
     assert isinstance(caught.value.__cause__, UnicodeEncodeError)
     assert server.count == 1
+
+
+# --- max_connections --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("own_session", [True, False], ids=["own-session", "callers-session"])
+async def test_max_connections_bounds_requests_in_flight_whatever_the_session(
+    own_session: bool,
+) -> None:
+    """8 calls at max_connections=2: the server sees 2 at once, never more, also when the
+    session is the caller's (whose own pool would open 8 connections)."""
+    async with (
+        serving(pool=serve_pools()) as server,
+        aiohttp.ClientSession() as session,
+        Client(
+            base_url=server.base_url, max_connections=2, session=None if own_session else session
+        ) as client,
+        server.gate("pool") as gate,
+    ):
+        fetching = asyncio.gather(*(client.pool(f"p{i}") for i in range(8)))
+        await gate.arrived(2)
+        # time for a third to arrive, if one could come (the old code let all 8 through)
+        assert not await settled(lambda: gate.arrivals > 2, turns=1000)
+        assert (gate.arrivals, server.in_flight) == (2, 2)  # the other 6 really queued
+        gate.release()
+        pools = await fetching
+    assert [p.pool_id for p in pools] == [f"p{i}" for i in range(8)]
+    assert len(server.requests) == 8
+    assert server.max_in_flight == 2
