@@ -21,7 +21,12 @@ the waits between retries. A wait that would pass the deadline is not started:
 
 One attempt is one request: aiohttp's own resend of an idempotent request after the
 connection drops (RFC 9112 section 9.3.1, which aiohttp does even on a fresh connection) is
-turned off, so ``max_retries=N`` means at most N+1 requests. Redirects are followed here,
+turned off, so ``max_retries=N`` means at most N+1 requests. The one resend that is kept is
+the one that is always safe: a request that fails on a reused keep-alive connection before
+a byte of the answer came (the server had closed that idle connection: a stale one) is sent
+once more, on a new connection, within the same attempt (see :func:`_stale`). Whether a
+connection was reused is told by our own session's connector, or by a trace config the
+client adds to a caller's session. Redirects are followed here,
 not by aiohttp: only to the same origin, or from http to https on the same host, at most
 :data:`MAX_REDIRECTS` hops; anything else is refused, so no caller header reaches another
 origin. Failures that cannot heal (a certificate that does not verify, a malformed HTTP
@@ -34,7 +39,9 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextvars
 import enum
+import errno
 import logging
 import random
 import re
@@ -114,6 +121,84 @@ async def _no_resend(
         return await handler(request)
     except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
         raise _Dropped(str(exc)) from exc
+
+
+#: Whether the connection of the latest request of this task (context) was reused from
+#: the pool (True) or made for it (False); set as the connection is handed out.
+_REUSED: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
+    "asyncapi_client_reused", default=False
+)
+
+
+class _Connector(aiohttp.TCPConnector):
+    """Our own session's pool: it says (in :data:`_REUSED`) whether the connection it hands
+    out was kept alive from an earlier request or is a new one."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: the protocol of every connection handed out (those closed since are pruned)
+        self._handed: set[Any] = set()
+        self._prune_at = 64
+
+    async def connect(
+        self,
+        req: aiohttp.ClientRequest,
+        traces: list[Any],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 - aiohttp's signature
+    ) -> Any:
+        connection = await super().connect(req, traces, timeout)
+        protocol, handed = connection.protocol, self._handed
+        reused = protocol in handed
+        if not reused:
+            if len(handed) >= self._prune_at:
+                handed = self._handed = {p for p in handed if p.is_connected()}
+                self._prune_at = max(64, 2 * len(handed))
+            handed.add(protocol)
+        if _REUSED.get() is not reused:  # a set() costs more than a get()
+            _REUSED.set(reused)
+        return connection
+
+
+async def _on_reused(session: object, context: object, params: object) -> None:
+    _REUSED.set(True)
+
+
+async def _on_created(session: object, context: object, params: object) -> None:
+    _REUSED.set(False)
+
+
+#: The same for a caller's session (whose connector is its own): a trace config added to it.
+_REUSE_TRACE: Final = aiohttp.TraceConfig()
+_REUSE_TRACE.on_connection_reuseconn.append(_on_reused)
+_REUSE_TRACE.on_connection_create_end.append(_on_created)
+_REUSE_TRACE.freeze()
+
+#: What a send raises when its connection is lost (a caller's session: as ``_Dropped``).
+_DROPS: Final = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, _Dropped)
+#: The errors of a connection the peer closed or reset under a write or the first read.
+_RESETS: Final = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+
+
+def _stale(exc: BaseException) -> bool:
+    """Whether a failed send was a stale connection: reused from the pool, and lost before
+    any byte of the answer came (closed: aiohttp had nothing to parse; or reset).
+
+    The server had closed that idle connection, so it cannot have seen the request (unless
+    it read it and closed without a byte of answer: then it sees it twice, as with any
+    client that resends on a stale connection). A new connection is never stale: a server
+    that drops every connection sees one request per attempt.
+    """
+    if not _REUSED.get():
+        return False
+    if isinstance(exc, _Dropped) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)  # not a partly parsed answer
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return False  # the connection could not be made: nothing to do with reuse
+    if isinstance(exc, aiohttp.ClientConnectionResetError):
+        return True  # written to a transport already closing
+    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in _RESETS
 
 
 def _same_origin(a: URL, b: URL) -> bool:
@@ -320,6 +405,10 @@ class Transport:
             )
         self._session = session
         self._owns_session = session is None
+        if session is not None and _REUSE_TRACE not in session.trace_configs:
+            # How a stale connection is told from a new one (see _stale): one trace config
+            # that only sets a context variable of ours, added once to the caller's session.
+            session.trace_configs.append(_REUSE_TRACE)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
         #: Requests in flight: the future their followers wait on, None until one joins.
@@ -346,9 +435,7 @@ class Transport:
             raise RuntimeError("a Client belongs to the event loop it was first used in")
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self._max_connections, limit_per_host=0, ssl=self._ssl
-                ),
+                connector=_Connector(limit=self._max_connections, limit_per_host=0, ssl=self._ssl),
                 request_class=_with_headers(self._headers),
                 proxy=self._proxy,
                 trust_env=self._trust_env,
@@ -681,24 +768,35 @@ class Transport:
             await slots.acquire()
         target = self._target(url, network)
         hops = 0
+        resent = False
         try:
             while True:
-                if self._tracing:
-                    response = await session.get(
-                        target,
-                        **self._options,
-                        trace_request_ctx={
-                            "operation": request.operation,
-                            "network": network.value,
-                            "attempt": attempt,
-                        },
+                try:
+                    if self._tracing:
+                        response = await session.get(
+                            target,
+                            **self._options,
+                            trace_request_ctx={
+                                "operation": request.operation,
+                                "network": network.value,
+                                "attempt": attempt,
+                            },
+                        )
+                    else:
+                        # Our own session, no trace config: its request coroutine itself,
+                        # awaited directly. get() wraps it in a context manager whose
+                        # __await__ hands back a wrapper the interpreter resumes through a
+                        # method call each time (measured: 3-4 % of a pool() call's CPU at
+                        # concurrency 64).
+                        response = await session._request("GET", target, allow_redirects=False)
+                except _DROPS as exc:
+                    if resent or not _stale(exc):
+                        raise
+                    resent = True  # once: the pool hands out a live or a new connection now
+                    log.debug(
+                        "GET %s [%s]: a stale kept-alive connection; sent again", url, network.value
                     )
-                else:
-                    # Our own session, no trace config: its request coroutine itself, awaited
-                    # directly. get() wraps it in a context manager whose __await__ hands back
-                    # a wrapper the interpreter resumes through a method call each time
-                    # (measured: 3-4 % of a pool() call's CPU at concurrency 64).
-                    response = await session._request("GET", target, allow_redirects=False)
+                    continue
                 status = response.status
                 if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
                     break
