@@ -221,6 +221,7 @@ async def stream(
             out.flush()
             progress.update(writer.count, pages_seen)
     except BaseException:
+        writer.stop()  # a signal (a cancellation here) or a failure: what was written parses
         progress.finish()  # end the line, so an error message starts on a fresh one
         raise
     finally:

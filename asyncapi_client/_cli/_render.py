@@ -6,6 +6,7 @@ batch) together with the :class:`Kind` of record it holds; the renderer decides 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -238,11 +239,18 @@ class Progress:
 
 
 class WalkWriter:
-    """Writes a walk as it arrives, batch after batch; :meth:`end` closes the output."""
+    """Writes a walk as it arrives, batch after batch; :meth:`end` closes the output of a
+    walk that completed, :meth:`stop` that of a walk that did not (a signal, a failure)."""
 
-    def __init__(self, write: Callable[[Sequence[object]], None], end: Callable[[int], None]):
+    def __init__(
+        self,
+        write: Callable[[Sequence[object]], None],
+        end: Callable[[int], None],
+        stop: Callable[[], None] | None = None,
+    ):
         self._write = write
         self._end = end
+        self._stop = stop
         self.count = 0
 
     def add(self, batch: Sequence[object]) -> None:
@@ -251,6 +259,13 @@ class WalkWriter:
 
     def end(self) -> None:
         self._end(self.count)
+
+    def stop(self) -> None:
+        """The walk ends early: leave what was written well formed (a JSON array ended),
+        as far as the output can still be written; the walk's own error is what counts."""
+        if self._stop is not None:
+            with contextlib.suppress(OSError, OutputWriteError):
+                self._stop()
 
 
 class Renderer:
@@ -309,15 +324,17 @@ class JsonRenderer(Renderer):
 
         def write(batch: Sequence[object]) -> None:
             # "[" comes with the first batch: a walk failing before it leaves stdout empty.
+            # A batch is written whole or not at all (a value that cannot be printed).
             nonlocal started, written
             chunks: list[bytes] = [] if started else [b"["]
-            started = True
+            count = written
             for value in batch:
                 dumped = self._json(dumps(plain(value), indent=True))
-                chunks.append(b"\n  " if written == 0 else b",\n  ")
+                chunks.append(b"\n  " if count == 0 else b",\n  ")
                 chunks.append(dumped.replace(b"\n", b"\n  "))
-                written += 1
+                count += 1
             self.out.write_bytes(b"".join(chunks))
+            started, written = True, count
 
         def end(count: int) -> None:
             if not started:
@@ -325,7 +342,13 @@ class JsonRenderer(Renderer):
             else:
                 self.out.write_bytes(b"\n]\n" if written else b"]\n")
 
-        return WalkWriter(write, end)
+        def stop() -> None:
+            # An array begun is ended, so what was written parses; none begun: nothing.
+            if started:
+                end(written)
+                self.out.flush()
+
+        return WalkWriter(write, end, stop)
 
 
 class JsonlRenderer(Renderer):
