@@ -19,6 +19,7 @@ from asyncapi_client import (
     Client,
     NotFoundError,
     Pool,
+    RateLimitError,
     ServerError,
     StatusError,
     TransportError,
@@ -76,6 +77,31 @@ async def test_an_error_body_in_a_known_charset_is_decoded_in_it() -> None:
     assert caught.value.body == "caf\u00e9"
 
 
+# --- a Retry-After --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"Mon, 01 Jan 99999999999999999999 00:00:00 GMT",
+        b"Mon, 01 Jan 2024 99999999999999999999:00:00 GMT",
+        b"Mon, 01 Jan 2024 00:00:00 +99999999999999999999",
+        b"\xff\xfe",
+        b"1e400",
+    ],
+)
+async def test_a_429_whose_retry_after_cannot_be_read_is_a_rate_limit_error_without_one(
+    value: bytes,
+) -> None:
+    async with (
+        RawServer(default=raw(answer(429, [("Retry-After", value)]))) as server,
+        Client(base_url=server.base_url, max_retries=0) as client,
+    ):
+        with pytest.raises(RateLimitError) as caught:
+            await client.pool("p1")
+    assert caught.value.retry_after is None
+
+
 # --- a redirect's Location ---------------------------------------------------------------------
 
 
@@ -128,6 +154,7 @@ _HEADER_VALUES = st.one_of(
             b"/\xff\xfe",
             b"Mon, 01 Jan 0001 00:00:00 +2359",
             b"Fri, 31 Dec 9999 23:59:59 -2359",
+            b"Mon, 01 Jan 99999999999999999999 00:00:00 GMT",
             b"1e400",
             b"-1",
             b"9" * 5000,
