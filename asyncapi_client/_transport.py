@@ -194,11 +194,13 @@ def _stale(exc: BaseException) -> bool:
         exc = exc.__cause__
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return isinstance(exc.message, str)  # not a partly parsed answer
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        return False  # the connection could not be made: nothing to do with reuse
-    if isinstance(exc, aiohttp.ClientConnectionResetError):
-        return True  # written to a transport already closing
-    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in _RESETS
+    # reset under the write or the first read; a connection that could not be made at all
+    # (ClientConnectorError) has nothing to do with reuse
+    return (
+        isinstance(exc, aiohttp.ClientOSError)
+        and not isinstance(exc, aiohttp.ClientConnectorError)
+        and exc.errno in _RESETS
+    )
 
 
 def _same_origin(a: URL, b: URL) -> bool:

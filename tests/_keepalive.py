@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
+import struct
 import threading
 from types import TracebackType
 from typing import Self
@@ -35,13 +37,15 @@ class KeepAliveServer:
     after the n-th are not answered: their connection is closed once the request is read
     (a server that drops every connection from then on).
 
+    With ``reset``, an idle connection is closed with a TCP reset (RST) instead.
     ``requests`` counts the requests read (a request sent on a connection the server had
     closed is never read); ``connections`` the connections accepted.
     """
 
-    def __init__(self, *, idle: float, answers: int | None = None) -> None:
+    def __init__(self, *, idle: float, answers: int | None = None, reset: bool = False) -> None:
         self.idle = idle
         self.answers = answers
+        self.reset = reset
         self.requests = 0
         self.connections = 0
         self._idle_closed = 0
@@ -104,6 +108,12 @@ class KeepAliveServer:
                         await reader.readuntil(b"\r\n\r\n")
                 except TimeoutError:
                     idle = wait == self.idle
+                    if idle and self.reset:
+                        sock = writer.get_extra_info("socket")
+                        sock.setsockopt(
+                            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                        )
+                        writer.transport.abort()
                     return
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return

@@ -20,6 +20,7 @@ import pytest
 from asyncapi_client import Client, TransportError
 from tests._checks import TraceRecorder, settled, stray_tasks
 from tests._keepalive import KeepAliveServer
+from tests._rawserver import RawServer
 
 SESSIONS = ["own-session", "own-session-traced", "callers-session"]
 IDLE = 0.1
@@ -52,9 +53,15 @@ async def client_of(server: KeepAliveServer, how: str, max_retries: int) -> Asyn
         yield client
 
 
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
 @pytest.mark.parametrize("how", SESSIONS)
-async def test_a_stale_connection_is_sent_again_and_no_attempt_is_lost(how: str) -> None:
-    async with KeepAliveServer(idle=IDLE) as server, client_of(server, how, 0) as client:
+async def test_a_stale_connection_is_sent_again_and_no_attempt_is_lost(
+    how: str, reset: bool
+) -> None:
+    """The idle connection closed in order (FIN: the client reads its end) or reset (RST:
+    the client's write or read fails with ECONNRESET)."""
+    server_of = KeepAliveServer(idle=IDLE, reset=reset)
+    async with server_of as server, client_of(server, how, 0) as client:
         first = await client.with_response.pool("p1")
         server.wait_idle_closed(1)  # this loop is blocked meanwhile: the FIN is not seen
         second = await client.with_response.pool("p1")
@@ -104,3 +111,16 @@ async def test_a_callers_session_gets_the_reuse_trace_once() -> None:
         Client(base_url="http://127.0.0.1:1", session=session)
         assert len(session.trace_configs) == 2
         assert session.trace_configs[0] is mine
+
+
+async def test_telling_reused_from_new_keeps_no_closed_connection_for_long() -> None:
+    """200 calls, each on a new connection the server closes after its answer: what the
+    connector keeps to tell a reused connection from a new one stays under 2 x 64."""
+    async with RawServer() as server, Client(base_url=server.base_url) as client:
+        for n in range(200):
+            await client.pool(f"p{n}")
+        session = client._transport._session
+        assert session is not None
+        kept = session.connector._handed  # type: ignore[union-attr]
+        assert len(kept) < 128
+    assert server.count == server.accepted == 200
