@@ -187,6 +187,7 @@ async def checkpointed(ctx: Context, start: Callable[[str | None], Walk[Any]], k
                 store.save(walk.checkpoint.to_json())
                 progress.update(writer.count)
     except BaseException:
+        writer.stop()
         progress.finish()
         raise
     progress.before_output()
