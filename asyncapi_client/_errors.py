@@ -214,7 +214,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         return max(seconds, 0.0) if seconds == seconds and seconds != float("inf") else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):  # a year of 20 digits...
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import enum
+import ipaddress
 import os
+import re
 from collections.abc import Mapping
+from typing import Final
 from urllib.parse import urlsplit
 
 import attrs
@@ -106,15 +109,62 @@ def _normalise_base_url(value: object, network: Network, source: str) -> str:
             "line): pass them as headers= to Client, e.g. an Authorization header"
         )
     try:
-        URL(text)
+        host = URL(text).raw_host or ""
     except ValueError as exc:
         raise fail(f"{{label}} {{value!r}} is not a valid URL: {_braces(exc)}") from None
+    why = _bad_host(host, bracketed=text.partition("//")[2].startswith("["))
+    if why:
+        raise fail(
+            f"{{label}} {{value!r}} is not a valid base URL: its host {_braces(repr(host))} "
+            f"is neither a DNS name nor an IP address ({_braces(why)})"
+        )
     return text.rstrip("/")
 
 
-def _braces(exc: BaseException) -> str:
-    """An exception's text made safe inside a str.format template."""
-    return str(exc).replace("{", "{{").replace("}", "}}")
+#: One label of a DNS name as sent (IDNA already applied): letters, digits, hyphens and
+#: underscores (service names use them), neither starting nor ending with a hyphen.
+_LABEL: Final = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)").fullmatch
+#: A last label that resolvers read as a number (``2130706433``, ``0x7f000001``, the ``1``
+#: of ``127.1``): the host would be an IPv4 address in disguise.
+_NUMERIC: Final = re.compile(r"[0-9]+|0x[0-9a-f]*").fullmatch
+
+
+def _bad_host(host: str, *, bracketed: bool) -> str:
+    """Why ``host`` (as yarl encodes it: lowercase, IDNA) is not a DNS name or an IP
+    address literal; "" when it is one."""
+    if bracketed:
+        address, percent, zone = host.partition("%25")  # the zone id's "%", encoded
+        try:
+            ipaddress.IPv6Address(address)
+        except ValueError:
+            return "not an IPv6 address"
+        return "an empty zone" if percent and not zone else ""
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        pass
+    else:
+        return ""
+    if len(host) > 253:
+        return "longer than 253 characters"
+    labels = host.split(".")
+    if labels[-1] == "" and len(labels) > 1 and "" not in labels[:-1]:
+        return "an empty label: drop the trailing dot"
+    if "" in labels:
+        return "an empty label"
+    for label in labels:
+        if len(label) > 63:
+            return f"a label of {len(label)} characters, more than 63"
+        if not _LABEL(label):
+            return f"the label {label!r} is not letters, digits and inner hyphens"
+    if _NUMERIC(labels[-1]):
+        return "a number or a malformed IPv4 address"
+    return ""
+
+
+def _braces(text: BaseException | str) -> str:
+    """A text (or an exception's) made safe inside a str.format template."""
+    return str(text).replace("{", "{{").replace("}", "}}")
 
 
 @attrs.frozen(slots=True)

@@ -21,7 +21,12 @@ the waits between retries. A wait that would pass the deadline is not started:
 
 One attempt is one request: aiohttp's own resend of an idempotent request after the
 connection drops (RFC 9112 section 9.3.1, which aiohttp does even on a fresh connection) is
-turned off, so ``max_retries=N`` means at most N+1 requests. Redirects are followed here,
+turned off, so ``max_retries=N`` means at most N+1 requests. The one resend that is kept is
+the one that is always safe: a request that fails on a reused keep-alive connection before
+a byte of the answer came (the server had closed that idle connection: a stale one) is sent
+once more, on a new connection, within the same attempt (see :func:`_stale`). Whether a
+connection was reused is told by our own session's connector, or by a trace config the
+client adds to a caller's session. Redirects are followed here,
 not by aiohttp: only to the same origin, or from http to https on the same host, at most
 :data:`MAX_REDIRECTS` hops; anything else is refused, so no caller header reaches another
 origin. Failures that cannot heal (a certificate that does not verify, a malformed HTTP
@@ -33,7 +38,10 @@ Every aiohttp failure is translated into the library's errors in :func:`_transla
 from __future__ import annotations
 
 import asyncio
+import codecs
+import contextvars
 import enum
+import errno
 import logging
 import random
 import re
@@ -116,22 +124,105 @@ async def _no_resend(
         raise _Dropped(str(exc)) from exc
 
 
+#: Whether the connection of the latest request of this task (context) was reused from
+#: the pool (True) or made for it (False); set as the connection is handed out.
+_REUSED: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
+    "asyncapi_client_reused", default=False
+)
+
+
+class _Connector(aiohttp.TCPConnector):
+    """Our own session's pool: it says (in :data:`_REUSED`) whether the connection it hands
+    out was kept alive from an earlier request or is a new one."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        #: the protocol of every connection handed out (those closed since are pruned)
+        self._handed: set[Any] = set()
+        self._prune_at = 64
+
+    async def connect(
+        self,
+        req: aiohttp.ClientRequest,
+        traces: list[Any],
+        timeout: aiohttp.ClientTimeout,  # noqa: ASYNC109 - aiohttp's signature
+    ) -> Any:
+        connection = await super().connect(req, traces, timeout)
+        protocol, handed = connection.protocol, self._handed
+        reused = protocol in handed
+        if not reused:
+            if len(handed) >= self._prune_at:
+                handed = self._handed = {p for p in handed if p.is_connected()}
+                self._prune_at = max(64, 2 * len(handed))
+            handed.add(protocol)
+        if _REUSED.get() is not reused:  # a set() costs more than a get()
+            _REUSED.set(reused)
+        return connection
+
+
+async def _on_reused(session: object, context: object, params: object) -> None:
+    _REUSED.set(True)
+
+
+async def _on_created(session: object, context: object, params: object) -> None:
+    _REUSED.set(False)
+
+
+#: The same for a caller's session (whose connector is its own): a trace config added to it.
+_REUSE_TRACE: Final = aiohttp.TraceConfig()
+_REUSE_TRACE.on_connection_reuseconn.append(_on_reused)
+_REUSE_TRACE.on_connection_create_end.append(_on_created)
+_REUSE_TRACE.freeze()
+
+#: What a send raises when its connection is lost (a caller's session: as ``_Dropped``).
+_DROPS: Final = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, _Dropped)
+#: The errors of a connection the peer closed or reset under a write or the first read.
+_RESETS: Final = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
+
+
+def _stale(exc: BaseException) -> bool:
+    """Whether a failed send was a stale connection: reused from the pool, and lost before
+    any byte of the answer came (closed: aiohttp had nothing to parse; or reset).
+
+    The server had closed that idle connection, so it cannot have seen the request (unless
+    it read it and closed without a byte of answer: then it sees it twice, as with any
+    client that resends on a stale connection). A new connection is never stale: a server
+    that drops every connection sees one request per attempt.
+    """
+    if not _REUSED.get():
+        return False
+    if isinstance(exc, _Dropped) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)  # not a partly parsed answer
+    # reset under the write or the first read; a connection that could not be made at all
+    # (ClientConnectorError) has nothing to do with reuse
+    return (
+        isinstance(exc, aiohttp.ClientOSError)
+        and not isinstance(exc, aiohttp.ClientConnectorError)
+        and exc.errno in _RESETS
+    )
+
+
 def _same_origin(a: URL, b: URL) -> bool:
-    return a.scheme == b.scheme and a.host == b.host and a.port == b.port
+    # raw_host: the host as sent (IDNA-encoded), never decoded (a server's "xn--" label
+    # that does not decode must not raise here)
+    return a.scheme == b.scheme and a.raw_host == b.raw_host and a.port == b.port
 
 
 def _redirect(current: URL, location: str) -> URL | str:
     """Where a redirect from ``current`` to ``location`` goes, or why it is refused."""
     try:
         target = current.join(URL(location))
-    except ValueError:
+        if target.scheme not in ("http", "https"):
+            return "not an HTTP URL"
+        if _same_origin(current, target):
+            return target.with_fragment(None)
+        upgrade = current.scheme == "http" and target.scheme == "https"
+        if upgrade and current.raw_host == target.raw_host:
+            return target.with_fragment(None)  # an upgrade to TLS on the same host
+    except ValueError:  # UnicodeError too: a host that does not encode, a port out of range
         return "the Location is not a valid URL"
-    if target.scheme not in ("http", "https"):
-        return "not an HTTP URL"
-    if _same_origin(current, target):
-        return target.with_fragment(None)
-    if current.scheme == "http" and target.scheme == "https" and current.host == target.host:
-        return target.with_fragment(None)  # an upgrade to TLS on the same host
     if current.scheme == "https" and target.scheme == "http":
         return "it would leave TLS"
     return "another origin"
@@ -210,6 +301,16 @@ def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
 _FAILURES: Final = (aiohttp.ClientError, TimeoutError, OSError)
 
 
+def _unreadable(exc: Exception, url: str, network: Network) -> ApiError:
+    """The last resort for an exception none of the above expects while a response is
+    read (a codec's, a parser's): an ApiError all the same, and final like a malformed
+    response, so that nothing but an ApiError ever leaves a call."""
+    detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return mark_final(
+        TransportError(f"the response could not be read: {detail}", url=url, network=network.value)
+    )
+
+
 class _Call:
     """The mutable progress of one call: tries and requests made, its start
     (``time.monotonic()``, for ``Response.elapsed``) and deadline (``loop.time()``).
@@ -281,9 +382,10 @@ class Transport:
         #: How long one question to the limiter may take: the attempt's timeout.
         self._limiter_timeout: float = t.total or t.connect or t.sock_connect or t.sock_read or 10.0
         self._max_connections = max_connections
-        # Our own session: at most max_connections attempts at once, queued here rather than
-        # in aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
-        self._slots = asyncio.Semaphore(max_connections) if session is None else None
+        # At most max_connections attempts at once, whether the session is ours or the
+        # caller's (whose pool has its own, larger, limit): queued here rather than in
+        # aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
+        self._slots = asyncio.Semaphore(max_connections)
         self._max_response_bytes = max_response_bytes
         self._coalesce = coalesce
         self.limiter = limiter
@@ -318,6 +420,10 @@ class Transport:
             )
         self._session = session
         self._owns_session = session is None
+        if session is not None and _REUSE_TRACE not in session.trace_configs:
+            # How a stale connection is told from a new one (see _stale): one trace config
+            # that only sets a context variable of ours, added once to the caller's session.
+            session.trace_configs.append(_REUSE_TRACE)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
         #: Requests in flight: the future their followers wait on, None until one joins.
@@ -344,9 +450,7 @@ class Transport:
             raise RuntimeError("a Client belongs to the event loop it was first used in")
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self._max_connections, limit_per_host=0, ssl=self._ssl
-                ),
+                connector=_Connector(limit=self._max_connections, limit_per_host=0, ssl=self._ssl),
                 request_class=_with_headers(self._headers),
                 proxy=self._proxy,
                 trust_env=self._trust_env,
@@ -676,33 +780,43 @@ class Transport:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         slots = self._slots
-        if slots is not None:
-            # Semaphore.acquire() without its coroutine when a slot is free and nobody
-            # queues (what acquire() itself checks first): the common case costs no await.
-            if slots._value > 0 and not slots._waiters:
-                slots._value -= 1
-            else:
-                await slots.acquire()
+        # Semaphore.acquire() without its coroutine when a slot is free and nobody queues
+        # (what acquire() itself checks first): the common case costs no await.
+        if slots._value > 0 and not slots._waiters:
+            slots._value -= 1
+        else:
+            await slots.acquire()
         target = self._target(url, network)
         hops = 0
+        resent = False
         try:
             while True:
-                if self._tracing:
-                    response = await session.get(
-                        target,
-                        **self._options,
-                        trace_request_ctx={
-                            "operation": request.operation,
-                            "network": network.value,
-                            "attempt": attempt,
-                        },
+                try:
+                    if self._tracing:
+                        response = await session.get(
+                            target,
+                            **self._options,
+                            trace_request_ctx={
+                                "operation": request.operation,
+                                "network": network.value,
+                                "attempt": attempt,
+                            },
+                        )
+                    else:
+                        # Our own session, no trace config: its request coroutine itself,
+                        # awaited directly. get() wraps it in a context manager whose
+                        # __await__ hands back a wrapper the interpreter resumes through a
+                        # method call each time (measured: 3-4 % of a pool() call's CPU at
+                        # concurrency 64).
+                        response = await session._request("GET", target, allow_redirects=False)
+                except _DROPS as exc:
+                    if resent or not _stale(exc):
+                        raise
+                    resent = True  # once: the pool hands out a live or a new connection now
+                    log.debug(
+                        "GET %s [%s]: a stale kept-alive connection; sent again", url, network.value
                     )
-                else:
-                    # Our own session, no trace config: its request coroutine itself, awaited
-                    # directly. get() wraps it in a context manager whose __await__ hands back
-                    # a wrapper the interpreter resumes through a method call each time
-                    # (measured: 3-4 % of a pool() call's CPU at concurrency 64).
-                    response = await session._request("GET", target, allow_redirects=False)
+                    continue
                 status = response.status
                 if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
                     break
@@ -748,12 +862,15 @@ class Transport:
                 await response.wait_for_close()
         except _FAILURES as exc:
             raise _translate(exc, url, network) from exc
+        except ApiError:
+            raise
+        except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
+            raise _unreadable(exc, url, network) from exc
         finally:
-            if slots is not None:
-                # Semaphore.release() without its two calls when nobody waits for a slot.
-                slots._value += 1
-                if slots._waiters:
-                    slots._wake_up_next()
+            # Semaphore.release() without its two calls when nobody waits for a slot.
+            slots._value += 1
+            if slots._waiters:
+                slots._wake_up_next()
         try:
             value = request.decode(body)
         except DecodeError as exc:
@@ -841,7 +958,23 @@ async def _read_preview(response: aiohttp.ClientResponse) -> str:
         if not chunk:
             break
         raw += chunk
-    try:
-        return raw.decode(response.charset or "utf-8", errors="replace")
-    except LookupError:
-        return raw.decode("utf-8", errors="replace")
+    return _text(raw, response.charset)
+
+
+#: Codecs Python knows that are no charset of a body: they refuse ``errors="replace"``,
+#: always fail, or read escapes (``\\x41``) the server wrote as text.
+_NOT_CHARSETS: Final = frozenset(
+    {"idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape"}
+)
+
+
+def _text(raw: bytes | bytearray, charset: str | None) -> str:
+    """An error body as text, never an exception: in its declared charset when that is a
+    text encoding Python knows, else as UTF-8; bytes that do not decode become U+FFFD."""
+    if charset:
+        try:
+            if codecs.lookup(charset).name not in _NOT_CHARSETS:
+                return raw.decode(charset, errors="replace")
+        except Exception:  # unknown, not a text encoding, a NUL in the name, a codec's bug
+            pass
+    return raw.decode("utf-8", errors="replace")

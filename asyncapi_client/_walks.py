@@ -17,12 +17,15 @@ page, never earlier, never lost; the checkpoint then still names the last item h
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import hashlib
+import itertools
 import os
+from array import array
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 import attrs
 
@@ -151,9 +154,64 @@ class _Pager:
         await _cancel_all(list(self.pending()))
 
 
-def _digest(cursor: str) -> bytes:
-    """A fixed-size stand-in for a cursor: the repeat check's memory does not grow with it."""
-    return hashlib.blake2b(cursor.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+def _digest(cursor: str) -> int:
+    """A cursor's 64-bit stand-in: the repeat check's memory does not grow with the cursor."""
+    data = cursor.encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8, person=b"cursor").digest())
+
+
+def _page_digest(ids: Iterable[str]) -> int:
+    """The 64-bit stand-in of a page's orders: the same for the same transaction ids in
+    any order, different (but for a 2**-64 chance) for any other ids."""
+    hashed = hashlib.blake2b(digest_size=8, person=b"orders")
+    for identity in sorted(ids):
+        data = identity.encode("utf-8", "surrogatepass")
+        hashed.update(len(data).to_bytes(8, "little"))
+        hashed.update(data)
+    return int.from_bytes(hashed.digest())
+
+
+class _Digests:
+    """A set of 64-bit digests that keeps 8 bytes for each, however many it holds.
+
+    A ``set`` of ints takes about 60 bytes an entry; here the latest few sit in a small set,
+    and the rest in sorted arrays whose lengths double, merged like the carries of a binary
+    counter: adding costs O(log n) amortised, a lookup a binary search in each of the
+    O(log n) arrays.
+    """
+
+    __slots__ = ("_levels", "_recent")
+
+    #: Digests kept in the small set before they are sorted into the arrays.
+    RECENT: ClassVar[int] = 256
+
+    def __init__(self) -> None:
+        self._recent: set[int] = set()
+        self._levels: list[array[int]] = []  # longest first, each sorted
+
+    def __len__(self) -> int:
+        return len(self._recent) + sum(len(level) for level in self._levels)
+
+    def __contains__(self, digest: int) -> bool:
+        if digest in self._recent:
+            return True
+        for level in self._levels:
+            at = bisect.bisect_left(level, digest)
+            if at < len(level) and level[at] == digest:
+                return True
+        return False
+
+    def add(self, digest: int) -> None:
+        recent = self._recent
+        recent.add(digest)
+        if len(recent) < self.RECENT:
+            return
+        run = sorted(recent)
+        recent.clear()
+        levels = self._levels
+        while levels and len(levels[-1]) <= len(run):
+            run = sorted(itertools.chain(levels.pop(), run))  # two sorted runs: linear
+        levels.append(array("Q", run))  # from a list: allocated to its exact length
 
 
 def _shorten(text: str, keep: int = 80) -> str:
@@ -188,11 +246,13 @@ class CursorPager(_Pager):
     """A user's orders, following the cursor, one page fetched ahead of the consumer.
 
     Ends on an empty, null or missing cursor, or an empty page; with ``max_items``, after
-    the page that reaches it. A cursor the server handed back before raises
-    :class:`PaginationError` once the page that carried it has been handed out; so does a
-    page after the first that brings no order not on the page before it (a server that
-    ignores the cursor but hands out a fresh one each time). Only the previous page's
-    transaction ids are kept for that: memory stays bounded by one page.
+    the page that reaches it. A cursor the server handed back at any point of the walk
+    raises :class:`PaginationError` once the page that carried it has been handed out; a
+    page whose orders are exactly those of a page already handed out (a server repeating
+    its pages under fresh cursors: A, B, A, B) raises before it is handed out again, and so
+    does a page after the first that brings no order not on the page before it. What the
+    walk keeps for this is 16 bytes a page (a 64-bit digest of each cursor and of each
+    page's transaction ids) and the previous page's transaction ids.
     """
 
     __slots__ = (
@@ -214,7 +274,8 @@ class CursorPager(_Pager):
     ) -> None:
         self._fetch = fetch
         self._first: Checkpoint | None = start
-        self._seen: set[bytes] = set()
+        #: digests of every cursor handed out and of every page's transaction ids
+        self._seen = _Digests()
         self._ahead: asyncio.Task[OrdersPage] | None = None
         self._ahead_cursor: str | None = None
         self._wanted = max_items
@@ -250,6 +311,15 @@ class CursorPager(_Pager):
                     "of walking in a loop"
                 )
         orders = page.orders
+        if orders:
+            digest = _page_digest(order.transaction_id for order in orders)
+            if digest in self._seen:
+                raise PaginationError(
+                    f"the page at cursor {_shorten(cursor or '')} has exactly the orders of a "
+                    "page the walk already yielded: the server repeats its pages under fresh "
+                    "cursors; stopping instead of walking in a loop"
+                )
+            self._seen.add(digest)
         self._previous = frozenset(order.transaction_id for order in orders)
         following = page.cursor
         wanted = self._wanted

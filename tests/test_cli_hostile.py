@@ -267,11 +267,15 @@ def test_server_text_reaches_a_terminal_only_as_visible_escapes(fmt: str) -> Non
         assert "\\u202e" in run.stdout
 
 
-def test_off_a_terminal_csv_and_jsonl_keep_the_data_as_sent() -> None:
+def test_off_a_terminal_jsonl_keeps_the_data_and_csv_escapes_it_as_on_one() -> None:
+    """Third round: what is written to a pipe or a file may reach a terminal too (``| cat``):
+    jsonl escapes what a terminal acts on (the same data once parsed), csv as in a table."""
     with tokens_server([token(name=EVIL)]) as url:
         csv_run = cli("--format", "csv", "tokens", env={"ASYNCAPI_BASE_URL": url}).ok()
         jsonl_run = cli("--format", "jsonl", "tokens", env={"ASYNCAPI_BASE_URL": url}).ok()
-    assert EVIL.replace("\r", "") in csv_run.stdout
+    for char in RAW_CONTROLS:
+        assert char not in csv_run.stdout + jsonl_run.stdout, char
+    assert "\\x1b]0;pwned\\x07" in csv_run.stdout
     assert jsonl_run.jsonl()[0]["name"] == EVIL
 
 

@@ -248,20 +248,25 @@ async def start_walk(url: str, preexec: Sequence[object] = ()) -> asyncio.subpro
 
 
 @pytest.mark.parametrize("ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
-async def test_interrupting_a_walk_exits_130_quietly(ignored: bool) -> None:
-    """Ctrl-C ends a walk, even when the process started with SIGINT ignored."""
+async def test_interrupting_a_walk_exits_130_with_one_line_and_an_ended_array(
+    ignored: bool,
+) -> None:
+    """Ctrl-C ends a walk, even when the process started with SIGINT ignored; the JSON array
+    it began is ended, so what was written parses (third round: one line on stderr)."""
     async with held_board() as (_, url):
         proc = await start_walk(url, ("ignore",) if ignored else ())
         try:
             assert proc.stdout is not None
             async with asyncio.timeout(20):
-                await proc.stdout.readuntil(b'"rank": 2,')  # mid-walk: page 2 is held
+                seen = await proc.stdout.readuntil(b'"rank": 2,')  # mid-walk: page 2 is held
             proc.send_signal(signal.SIGINT)
             async with asyncio.timeout(RUN_TIMEOUT):
-                _, stderr = await proc.communicate()
+                stdout, stderr = await proc.communicate()
         finally:
             if proc.returncode is None:  # pragma: no cover - only when an assertion failed
                 proc.kill()
                 await proc.wait()
     assert proc.returncode == 130
-    assert stderr == b""
+    assert stderr.decode().count("\n") == 1
+    assert stderr.startswith(b"asyncapi-client: error: interrupted by SIGINT")
+    assert [entry["rank"] for entry in json.loads(seen + stdout)] == [1, 2]

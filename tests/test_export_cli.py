@@ -189,7 +189,11 @@ async def test_an_interrupted_export_leaves_no_file(
             await proc.wait()
     assert proc.returncode == status, stderr
     assert stdout == b""
-    assert stderr == f"asyncapi-client: error: interrupted: {output} was not written\n".encode()
+    name = how.name
+    assert (
+        stderr
+        == f"asyncapi-client: error: interrupted by {name}; {output} was not written\n".encode()
+    )
     assert names(tmp_path) == []
 
 

@@ -317,7 +317,7 @@ def build_parser(
         description="Read the exchange API from the command line.",
         epilog=(
             "exit status: 0 done, 1 the API answered with an error or could not be reached, "
-            "2 bad usage or configuration, 130 interrupted"
+            "2 bad usage or configuration, 130 interrupted (SIGINT), 143 stopped (SIGTERM)"
         ),
         stdout=stdout,
     )

@@ -187,6 +187,7 @@ async def checkpointed(ctx: Context, start: Callable[[str | None], Walk[Any]], k
                 store.save(walk.checkpoint.to_json())
                 progress.update(writer.count)
     except BaseException:
+        writer.stop()
         progress.finish()
         raise
     progress.before_output()
@@ -221,6 +222,7 @@ async def stream(
             out.flush()
             progress.update(writer.count, pages_seen)
     except BaseException:
+        writer.stop()  # a signal (a cancellation here) or a failure: what was written parses
         progress.finish()  # end the line, so an error message starts on a fresh one
         raise
     finally:

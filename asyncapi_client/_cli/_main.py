@@ -6,9 +6,7 @@ import asyncio
 import os
 import signal
 import sys
-import threading
-from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import IO, Any, Final
 
 from asyncapi_client._errors import ApiError
@@ -19,6 +17,7 @@ from ._args import FILE_FORMATS, PROG, ShowVersion, UsageError, build_parser
 from ._checkpoint import CheckpointWriteError
 from ._commands import Context
 from ._render import Output, OutputWriteError, isatty, renderer, writing
+from ._signals import Interrupted, exit_status, signals_saved, stoppable
 from ._text import OutputError, visible
 
 __all__ = ["main"]
@@ -105,23 +104,6 @@ def _retry_line(stream: IO[str], attempts: int) -> Callable[[RetryEvent], None]:
     return say
 
 
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """Ctrl-C ends the command, even in a process started with SIGINT ignored (a background
-    job of a shell): the CLI installs Python's own handler for the run and restores after."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.getsignal(signal.SIGINT)
-    if previous in (signal.SIG_IGN, signal.SIG_DFL, None):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        if previous in (signal.SIG_IGN, signal.SIG_DFL):
-            signal.signal(signal.SIGINT, previous)
-
-
 def _silence(stream: IO[str]) -> None:
     """After a broken pipe: point the stream's file at /dev/null so no later flush fails."""
     try:
@@ -143,10 +125,11 @@ def main(
     """Run the command line; returns the exit status.
 
     0 done, 1 the API answered with an error or could not be reached (or sent what cannot be
-    printed), 2 bad usage or configuration, 130 interrupted (143: a Parquet export ended by
-    SIGTERM). Every failure is one line on
-    stderr starting ``asyncapi-client: error:``. ``stdout``, ``stderr`` and ``environ``
-    default to the process's own; tests pass their own to run the CLI in-process.
+    printed), 2 bad usage or configuration, 130 interrupted (SIGINT), 143 stopped (SIGTERM):
+    the command unwinds first (a JSON array is ended, a Parquet export leaves no file).
+    Every failure is one line on stderr starting ``asyncapi-client: error:``. ``stdout``,
+    ``stderr`` and ``environ`` default to the process's own; tests pass their own to run the
+    CLI in-process.
     """
     out_stream = sys.stdout if stdout is None else stdout
     err_stream = sys.stderr if stderr is None else stderr
@@ -210,11 +193,13 @@ def main(
     ctx = Context(args, renderer("jsonl" if fmt in FILE_FORMATS else fmt, out), env, on_retry)
     run = args.run
     try:
-        with _interruptible():
+        with signals_saved():
             try:
-                status: int = asyncio.run(run(ctx))
+                status: int = asyncio.run(stoppable(run(ctx)))
             except BaseExceptionGroup as group:
                 raise _first_leaf(group) from None
+    except Interrupted as exc:  # SIGINT or SIGTERM: the command has unwound
+        return fail(_one_line(exc), exit_status(exc.signum))
     except ApiError as exc:
         return fail(_one_line(exc), EXIT_API_ERROR)
     except UsageError as exc:
@@ -229,8 +214,8 @@ def main(
         return fail(f"cannot save the checkpoint: {_one_line(exc)}", EXIT_API_ERROR)
     except RecursionError:
         return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:  # before or after the loop ran
+        return fail(_one_line(Interrupted(signal.SIGINT)), EXIT_INTERRUPTED)
     except BrokenPipeError:
         _silence(out_stream)
         return EXIT_OK

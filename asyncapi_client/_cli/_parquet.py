@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import threading
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from typing import Any, Final
 
 from asyncapi_client._errors import ApiError
 from asyncapi_client._walks import Walk
 
-from ._args import PROG, UsageError
+from ._args import UsageError
 from ._commands import Context, client_for
 from ._render import ENTRIES, ORDERS, Kind, OutputWriteError, Progress
 
-__all__ = ["EXIT_TERMINATED", "check_usage"]
+__all__ = ["check_usage"]
 
-#: 128 + SIGTERM, as a shell reports a process ended by it.
-EXIT_TERMINATED: Final = 143
 
 _WALKS: Final = ("orders", "leaderboard")
 
@@ -59,67 +54,30 @@ def check_usage(args: argparse.Namespace) -> None:
     args.run = _RUN[command]
 
 
-@contextmanager
-def _sigterm_cancels(task: asyncio.Task[Any]) -> Iterator[list[bool]]:
-    """While exporting, SIGTERM cancels ``task`` (so the file in progress is removed) and
-    is recorded in the list yielded. Only the main thread can hear signals."""
-    terminated: list[bool] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield terminated
-        return
-    loop = asyncio.get_running_loop()
-
-    def on_sigterm() -> None:
-        terminated.append(True)
-        task.cancel()
-
-    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
-    try:
-        yield terminated
-    finally:
-        loop.remove_signal_handler(signal.SIGTERM)
-
-
-def _say(ctx: Context, text: str) -> None:
-    stderr = ctx.render.out.stderr
-    try:
-        stderr.write(f"{PROG}: error: {text}\n")
-        stderr.flush()
-    except (OSError, ValueError):  # pragma: no cover - stderr gone
-        pass
-
-
 async def _export_walk(ctx: Context, walk: Walk[Any], kind: Kind) -> int:
     from asyncapi_client import _export  # pyarrow and the export only when asked for
 
     args = ctx.args
     output: str = args.output
     progress = Progress(ctx.render.out, kind.noun)
-    task = asyncio.current_task()
-    assert task is not None
-    with _sigterm_cancels(task) as terminated:
-        try:
-            await _export.to_parquet(
-                walk,
-                output,
-                rows_per_group=args.rows_per_group,
-                decimal_scale=args.decimal_scale,
-                on_rows=progress.update,
-            )
-        except asyncio.CancelledError:
-            progress.finish()
-            _say(ctx, f"interrupted: {output} was not written")
-            if terminated:
-                task.uncancel()
-                return EXIT_TERMINATED
-            raise  # SIGINT: main exits 130
-        except ApiError:
-            progress.finish()
-            raise
-        except (OSError, ValueError) as exc:  # the file, or a value the file cannot hold
-            progress.finish()
-            detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
-            raise OutputWriteError(f"{output}: {detail}") from exc
+    try:
+        await _export.to_parquet(
+            walk,
+            output,
+            rows_per_group=args.rows_per_group,
+            decimal_scale=args.decimal_scale,
+            on_rows=progress.update,
+        )
+    except asyncio.CancelledError:  # SIGINT or SIGTERM (see _signals.stoppable)
+        progress.finish()
+        raise asyncio.CancelledError(f"{output} was not written") from None
+    except ApiError:
+        progress.finish()
+        raise
+    except (OSError, ValueError) as exc:  # the file, or a value the file cannot hold
+        progress.finish()
+        detail = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+        raise OutputWriteError(f"{output}: {detail}") from exc
     progress.finish()
     return 0
 

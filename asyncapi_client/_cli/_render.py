@@ -6,6 +6,7 @@ batch) together with the :class:`Kind` of record it holds; the renderer decides 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import io
@@ -13,6 +14,7 @@ import time
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import IO, Any, ClassVar, Final
 
 import attrs
@@ -237,11 +239,18 @@ class Progress:
 
 
 class WalkWriter:
-    """Writes a walk as it arrives, batch after batch; :meth:`end` closes the output."""
+    """Writes a walk as it arrives, batch after batch; :meth:`end` closes the output of a
+    walk that completed, :meth:`stop` that of a walk that did not (a signal, a failure)."""
 
-    def __init__(self, write: Callable[[Sequence[object]], None], end: Callable[[int], None]):
+    def __init__(
+        self,
+        write: Callable[[Sequence[object]], None],
+        end: Callable[[int], None],
+        stop: Callable[[], None] | None = None,
+    ):
         self._write = write
         self._end = end
+        self._stop = stop
         self.count = 0
 
     def add(self, batch: Sequence[object]) -> None:
@@ -250,6 +259,13 @@ class WalkWriter:
 
     def end(self) -> None:
         self._end(self.count)
+
+    def stop(self) -> None:
+        """The walk ends early: leave what was written well formed (a JSON array ended),
+        as far as the output can still be written; the walk's own error is what counts."""
+        if self._stop is not None:
+            with contextlib.suppress(OSError, OutputWriteError):
+                self._stop()
 
 
 class Renderer:
@@ -280,12 +296,15 @@ class Renderer:
 
 
 class JsonRenderer(Renderer):
-    """Indented JSON with the wire's names; a walk is one JSON array, streamed."""
+    """Indented JSON with the wire's names; a walk is one JSON array, streamed.
+
+    Control and bidirectional characters are written as ``\\u`` escapes wherever the output
+    goes (a pipe's reader may be a terminal too): the same data once parsed."""
 
     name = "json"
 
     def _json(self, data: bytes) -> bytes:
-        return tty_safe_json(data) if self.out.tty else data
+        return tty_safe_json(data)
 
     def _value(self, value: object) -> None:
         self.out.write_bytes(self._json(dumps(plain(value), indent=True)) + b"\n")
@@ -305,15 +324,17 @@ class JsonRenderer(Renderer):
 
         def write(batch: Sequence[object]) -> None:
             # "[" comes with the first batch: a walk failing before it leaves stdout empty.
+            # A batch is written whole or not at all (a value that cannot be printed).
             nonlocal started, written
             chunks: list[bytes] = [] if started else [b"["]
-            started = True
+            count = written
             for value in batch:
                 dumped = self._json(dumps(plain(value), indent=True))
-                chunks.append(b"\n  " if written == 0 else b",\n  ")
+                chunks.append(b"\n  " if count == 0 else b",\n  ")
                 chunks.append(dumped.replace(b"\n", b"\n  "))
-                written += 1
+                count += 1
             self.out.write_bytes(b"".join(chunks))
+            started, written = True, count
 
         def end(count: int) -> None:
             if not started:
@@ -321,17 +342,24 @@ class JsonRenderer(Renderer):
             else:
                 self.out.write_bytes(b"\n]\n" if written else b"]\n")
 
-        return WalkWriter(write, end)
+        def stop() -> None:
+            # An array begun is ended, so what was written parses; none begun: nothing.
+            if started:
+                end(written)
+                self.out.flush()
+
+        return WalkWriter(write, end, stop)
 
 
 class JsonlRenderer(Renderer):
-    """One compact JSON object a line."""
+    """One compact JSON object a line; control and bidirectional characters as ``\\u``
+    escapes, as in ``json``."""
 
     name = "jsonl"
 
     def _lines(self, values: Iterable[object]) -> None:
         data = b"".join(dumps(plain(v)) + b"\n" for v in values)
-        self.out.write_bytes(tty_safe_json(data) if self.out.tty else data)
+        self.out.write_bytes(tty_safe_json(data))
 
     def records(self, kind: Kind, values: Sequence[object]) -> None:
         self._lines(values)
@@ -365,23 +393,61 @@ def csv_headers(model: type, prefix: str = "") -> tuple[tuple[str, tuple[str, ..
     return tuple((header, path) for header, path in columns)
 
 
+#: What a spreadsheet reads as the start of a formula (or of a cell that runs one).
+_FORMULA_STARTS: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+@functools.cache
+def _numeric_paths(model: type) -> frozenset[tuple[str, ...]]:
+    """The wire paths of a model's number fields (int, float, Decimal, or one of them or
+    None), nested models included: their cells are written as they are."""
+    from asyncapi_client._decode import camel
+
+    hints = typing.get_type_hints(model)
+    paths: set[tuple[str, ...]] = set()
+    for field in attrs.fields(model):
+        wire, kind = camel(field.name), hints[field.name]
+        if isinstance(kind, type) and attrs.has(kind):
+            paths.update((wire, *path) for path in _numeric_paths(kind))
+        elif set(typing.get_args(kind) or (kind,)) - {type(None)} <= {int, float, Decimal}:
+            paths.add((wire,))
+    return frozenset(paths)
+
+
+def csv_text(text: str) -> str:
+    """A text cell made safe for a spreadsheet and a terminal: control and bidirectional
+    characters as visible escapes, and a leading ``'`` on a cell a spreadsheet would read
+    as a formula (starting with ``= + - @``, a tab or a carriage return)."""
+    shown = visible(text)
+    return "'" + shown if text.startswith(_FORMULA_STARTS) else shown
+
+
 class CsvRenderer(Renderer):
-    """Comma-separated values for spreadsheets: wire names as headers, decimals exact."""
+    """Comma-separated values for spreadsheets: wire names as headers, decimals exact.
+
+    Every text cell is safe wherever it is written (see :func:`csv_text`); numbers are
+    written as they are (a negative one keeps its ``-``); lists and objects are one JSON
+    cell, its control and bidirectional characters as ``\\u`` escapes."""
 
     name = "csv"
 
-    def _cell(self, value: Any) -> str:
+    def _cell(self, value: Any, numeric: bool) -> str:
         if value is None:
             return ""
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, float):
             return repr(value)
-        text = dumps(value).decode() if isinstance(value, dict | list) else str(value)
-        return visible(text) if self.out.tty else text
+        if isinstance(value, dict | list):
+            return tty_safe_json(dumps(value)).decode()  # starts with { or [
+        if numeric or isinstance(value, int):
+            return str(value)  # an int, or a Decimal's exact text
+        return csv_text(str(value))
 
     def _rows(self, kind: Kind, values: Iterable[object], *, header: bool) -> None:
         columns = csv_headers(kind.model)
+        numeric = _numeric_paths(kind.model)
+        kinds = [path in numeric for _, path in columns]
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         if header:
@@ -389,11 +455,11 @@ class CsvRenderer(Renderer):
         for value in values:
             wire = plain(value)
             row: list[str] = []
-            for _, path in columns:
+            for (_, path), is_number in zip(columns, kinds, strict=True):
                 item: Any = wire
                 for key in path:
                     item = item.get(key) if isinstance(item, dict) else None
-                row.append(self._cell(item))
+                row.append(self._cell(item, is_number))
             writer.writerow(row)
         self.out.write_bytes(buffer.getvalue().encode())
 
