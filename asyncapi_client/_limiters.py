@@ -21,11 +21,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from ._network import Network
+from ._operations import OPERATIONS as _ENDPOINT_NAMES
+from ._operations import OperationName
 
 __all__ = [
     "MAX_HOLD",
@@ -40,11 +42,8 @@ __all__ = [
     "earliest_start",
 ]
 
-#: The operation names a limiter sees (and ``weights`` may name).
-OperationName = Literal["tokens", "token_markets", "pool", "user", "orders", "leaderboard"]
-OPERATIONS: Final[frozenset[str]] = frozenset(
-    {"tokens", "token_markets", "pool", "user", "orders", "leaderboard"}
-)
+#: The operation names a limiter sees (and ``weights`` may name): the endpoints table's.
+OPERATIONS: Final[frozenset[str]] = frozenset(_ENDPOINT_NAMES)
 
 #: The longest 429 hold any limiter stores (s): one day. A server's ``Retry-After`` of years
 #: must not lock every client (and, in Redis, a whole fleet across restarts) out for years.

@@ -75,6 +75,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry or a cache
     from ._cache import CacheBackend, CacheStage
+    from ._operations import Endpoint
     from ._telemetry import Telemetry
 
 __all__ = ["MAX_REDIRECTS", "Transport", "encode_segment", "user_agent"]
@@ -481,15 +482,14 @@ class Transport:
 
     def request(
         self,
-        operation: str,
+        endpoint: Endpoint[T],
         network: Network,
-        template: str,
-        path: str,
+        segment: str | None,
         query: str,
-        decode: Callable[[bytes], T],
         deadline: float | None,
     ) -> Request[T]:
-        """The one Request of a call: ``/api`` + ``path`` (+ ``?query``) on ``network``'s host."""
+        """The one Request of a call of ``endpoint`` on ``network``'s host: ``/api`` + its
+        path with ``segment`` (already encoded) in its placeholder (+ ``?query``)."""
         base = self._bases.get(network)
         if base is None:
             base = self._bases[network] = str(URL(self.hosts.base(network))).rstrip("/") + "/api"
@@ -499,9 +499,14 @@ class Transport:
                 origin, prefix, prefix + "/x?y"
             ):
                 self._origins[network] = (origin, prefix)
+        after = endpoint.after
+        path = endpoint.before if after is None else f"{endpoint.before}{segment}{after}"
         url = f"{base}{path}?{query}" if query else base + path
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
-        return tuple.__new__(Request, (operation, network, url, template, decode, deadline))
+        return tuple.__new__(
+            Request,
+            (endpoint.name, network, url, endpoint.template, endpoint.decode, deadline),
+        )
 
     def get(self, request: Request[T]) -> Coroutine[Any, Any, T]:
         """Run ``request`` and return its decoded value.

@@ -36,6 +36,7 @@ from asyncapi_client import (
 )
 from asyncapi_client._client import _identifier
 from asyncapi_client._network import HostConfigError
+from asyncapi_client._operations import POOL
 from asyncapi_client._transport import encode_segment
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._checks import settled, stray_tasks
@@ -650,7 +651,7 @@ def test_an_attempt_goes_to_the_url_of_its_request(
         assume(False)
     path = "/clob/pools/" + encode_segment(segment)
     text = "&".join(f"{key}={quote(value, safe='')}" for key, value in query)
-    request = transport.request("pool", Network.MAINNET, "", path, text, len, None)
+    request = transport.request(POOL, Network.MAINNET, encode_segment(segment), text, None)
     assert Network.MAINNET in transport._origins  # built, not parsed
     target = transport._target(request.url, request.network)
     parsed = URL(request.url, encoded=True)
@@ -692,6 +693,6 @@ def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
 
 def test_a_url_off_its_networks_base_is_parsed() -> None:
     transport = Client(base_url="http://127.0.0.1:9")._transport
-    transport.request("pool", Network.MAINNET, "", "/p", "", len, None)  # the base is known
+    transport.request(POOL, Network.MAINNET, "p", "", None)  # the base is known
     target = transport._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
     assert str(target) == "https://elsewhere.example:8443/x?y=1"
