@@ -121,6 +121,6 @@ async def test_telling_reused_from_new_keeps_no_closed_connection_for_long() -> 
             await client.pool(f"p{n}")
         session = client._transport._session
         assert session is not None
-        kept = session.connector._handed  # type: ignore[union-attr]
+        kept = session.connector._handed  # type: ignore[attr-defined]
         assert len(kept) < 128
     assert server.count == server.accepted == 200

@@ -35,6 +35,7 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._client import _identifier
+from asyncapi_client._http import AiohttpSender
 from asyncapi_client._network import HostConfigError
 from asyncapi_client._operations import POOL
 from asyncapi_client._transport import encode_segment
@@ -652,8 +653,10 @@ def test_an_attempt_goes_to_the_url_of_its_request(
     path = "/clob/pools/" + encode_segment(segment)
     text = "&".join(f"{key}={quote(value, safe='')}" for key, value in query)
     request = transport.request(POOL, Network.MAINNET, encode_segment(segment), text, None)
-    assert Network.MAINNET in transport._origins  # built, not parsed
-    target = transport._target(request.url, request.network)
+    sender = transport._sender
+    assert isinstance(sender, AiohttpSender)
+    assert sender._origins[Network.MAINNET] is not None  # built, not parsed
+    target = sender._target(request.url, request.network)
     parsed = URL(request.url, encoded=True)
     assert target == parsed
     assert (target.scheme, target.raw_host, target.port, target.raw_path_qs) == (
@@ -694,5 +697,7 @@ def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
 def test_a_url_off_its_networks_base_is_parsed() -> None:
     transport = Client(base_url="http://127.0.0.1:9")._transport
     transport.request(POOL, Network.MAINNET, "p", "", None)  # the base is known
-    target = transport._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
+    sender = transport._sender
+    assert isinstance(sender, AiohttpSender)
+    target = sender._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
     assert str(target) == "https://elsewhere.example:8443/x?y=1"
