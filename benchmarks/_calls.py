@@ -90,7 +90,7 @@ async def drive(call: Call, lists: Sequence[Sequence[str]], conc: int) -> None:
 
 def reference(path: str) -> ModuleType:
     """The package at ``PATH/asyncapi_client`` as module ``asyncapi_client_ref``: another
-    checkout (``git worktree add --detach /tmp/ref main``) beside this one."""
+    checkout (``git archive main asyncapi_client | tar -x -C /tmp/ref``) beside this one."""
     if "asyncapi_client_ref" in sys.modules:
         return sys.modules["asyncapi_client_ref"]
     init = Path(path) / "asyncapi_client" / "__init__.py"
