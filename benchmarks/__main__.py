@@ -129,13 +129,22 @@ def main(argv: list[str] | None = None) -> int:
         "--strict", action="store_true", help="exit with status 1 when a target is missed"
     )
     parser.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="where to write JSON")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds of the pool(), orders and sync cases, one-loop and outside (bounded runs"
+        " on a shared machine); default 31 one-loop, 11 outside",
+    )
     args = parser.parse_args(argv)
 
     names = args.case or list(CASES)
     cfg = Config.quick_run() if args.quick else Config()
+    if args.rounds is not None:
+        cfg.overhead_rounds = cfg.outside_rounds = args.rounds
     client_cpu, server_cpu, pinning = pin_cores()
     cfg.client_cpu = client_cpu
     meta = _meta("quick" if args.quick else "full", pinning, names)
+    meta["load_before"] = os.getloadavg()
     print(_header(meta), file=sys.stderr, flush=True)
 
     results: dict[str, Any] = {}
@@ -147,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = CASES[name](cfg, server)
             results[name]["seconds"] = round(time.perf_counter() - case_start, 1)
     meta["seconds"] = round(time.perf_counter() - started, 1)
+    meta["load_after"] = os.getloadavg()
 
     rows = [row for name in names for row in results[name]["rows"]]
     details = [row for name in names for row in results[name].get("details", [])]
