@@ -16,6 +16,8 @@ from typing import Any
 import attrs
 import orjson
 
+import asyncapi_client
+
 from ._cases import CASES, Config
 from ._server import _ROOT, ServerProcess, pin_cores
 from ._stats import format_table
@@ -89,6 +91,8 @@ def _meta(mode: str, pinning: str, cases: list[str]) -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "versions": _versions(),
         "commit": _commit(),
+        # Which package was measured: another checkout's when run from a copy beside it.
+        "asyncapi_client": str(Path(asyncapi_client.__file__).parent),
     }
 
 
@@ -97,7 +101,8 @@ def _header(meta: dict[str, Any]) -> str:
     m = meta["machine"]
     return (
         f"asyncapi_client benchmarks ({meta['mode']}), {meta['date']}, commit {meta['commit']}\n"
-        f"machine: {m['nproc']} cores, {m['cpu_model']}, {m['platform']}; {m['pinning']}\n"
+        f"machine: {m['nproc']} cores, {m['cpu_model']}, {m['platform']}; {m['pinning']};"
+        f" load average {' '.join(f'{x:.2f}' for x in meta['load_before'])}\n"
         f"Python {meta['python']}, aiohttp {v['aiohttp']}, cattrs {v['cattrs']}, "
         f"attrs {v['attrs']}, orjson {v['orjson']}; httpx {v['httpx']}, "
         f"pydantic {v['pydantic']}, msgspec {v['msgspec']}"
