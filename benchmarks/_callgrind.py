@@ -107,7 +107,9 @@ def _instructions(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks._callgrind")
-    parser.add_argument("runs", nargs="*", help="KIND:CONC, KIND one of " + ", ".join(KINDS))
+    parser.add_argument(
+        "runs", nargs="*", help="KIND:CONC, KIND one of " + ", ".join(KINDS) + ", ref:PATH"
+    )
     parser.add_argument("--n1", type=int, default=100, help="requests of the short run")
     parser.add_argument("--n2", type=int, default=600, help="requests of the long run")
     parser.add_argument("--annotate", metavar="DIR", help="keep the long runs' output here")
@@ -135,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"instructions per pool() request (callgrind, {how}, ids {args.ids})")
     with ServerProcess(None) as server:
         for run in runs:
-            kind, _, conc_text = run.partition(":")
+            kind, sep, conc_text = run.rpartition(":")  # ref:PATH:CONC
+            if not sep or not conc_text.isdigit():
+                kind, conc_text = run, "1"
             if kind not in KINDS and not kind.startswith(("ref:", "typed-ref:")):
                 parser.error(f"unknown kind {kind!r}")
             conc = int(conc_text or 1)
