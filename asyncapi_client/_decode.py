@@ -9,17 +9,18 @@ A body is decoded by the first of two paths that takes it:
 
 1. the accelerated path (:func:`_accelerated`): msgspec parses the body into mirror Structs
    (C code: strict JSON types, camelCase names, 64-bit ints, the open enums), the decimal texts
-   of the whole body are checked at once, and ``msgspec.convert`` builds the attrs models (C
-   code again). It accepts only bodies that the rules accept, and gives the same models;
-   anything else it passes on.
+   of the whole body are checked at once, and the attrs models are built: by
+   ``msgspec.convert`` (C code again), or, on the CPython versions it was verified on, by the
+   fast build (:func:`_fast_builder`). It accepts only bodies that the rules accept, and gives
+   the same models; anything else it passes on.
 2. the general path: ``orjson.loads`` and the converter, which accepts or names the bad field.
 
 Wire names are camelCase, derived from the snake_case attribute names. Unknown fields are
 ignored; missing required fields, wrong types and numeric strings that are not bounded,
-finite decimal numbers are errors. No source is generated here and no model is built behind
-its class's back: ``msgspec.convert`` does not run ``__init__``, so the models it builds must
-have no validators, converters or post-init hooks, which is checked at import
-(:func:`_check_built_without_init`).
+finite decimal numbers are errors. No source is generated here (attrs writes the builders'
+``__init__``, as for any attrs class). Neither build runs a model's own ``__init__``, so the
+models they build must have no validators, converters or pre/post-init hooks, which is
+checked at import (:func:`_check_built_without_init`).
 """
 
 from __future__ import annotations
@@ -393,22 +394,22 @@ def _converter() -> cattrs.Converter:
 # (ints become floats), nulls, and the open enums (msgspec looks known values up and calls
 # ``_missing_`` for the rest, as the enum itself does). Decimals stay text until they are
 # checked here (plain digits and a dot, at most 128 characters: the rule's own first case).
-# ``msgspec.convert`` then builds the attrs models from the mirror by attribute name; the top
-# model is built by its ``__init__`` where a field needs more than that (a tuple, a rule of its
-# own). Whatever the mirror or the check refuses goes the general way, which accepts or
-# explains.
+# The attrs models are then built from the mirror by the fast build (below) or by
+# ``msgspec.convert``, by attribute name. Whatever the mirror or the check refuses goes the
+# general way, which accepts or explains.
 #
 # One difference is deliberate: msgspec skips the fields the client does not know without
 # converting their numbers, so a number too large for a float (1e400) in such a field is
 # ignored like the field, where orjson refuses the whole body as not JSON.
 
 #: How deeply a body may nest arrays and objects (the top object is level 1): deeper, it is a
-#: DecodeError on every path and every Python. The general path's parser (orjson) holds this
-#: bound itself; msgspec's limit follows the interpreter's C recursion limit (about 1,000
-#: levels on 3.11, more on 3.12 and later), so the accelerated path only skips unknown values
-#: where they cannot reach the bound: in a body shorter than 2 * (MAX_DEPTH + 1) bytes. A longer
-#: body goes through a mirror that has no unknown fields to skip (forbid_unknown_fields), where
-#: the nesting is the models' own; with unknown fields, it goes the general way.
+#: DecodeError on every path and every Python. The general path's parser (orjson, from 3.9.15,
+#: the floor) holds this bound itself; msgspec's limit follows the interpreter's C recursion
+#: limit (about 1,000 levels on 3.11, more on 3.12 and later), so the accelerated path only
+#: skips unknown values where they cannot reach the bound: in a body shorter than
+#: 2 * (MAX_DEPTH + 1) bytes. A longer body goes through a mirror that has no unknown fields to
+#: skip (forbid_unknown_fields), where the nesting is the models' own; with unknown fields, it
+#: goes the general way.
 MAX_DEPTH: Final = 1024
 _SHORT: Final = 2 * (MAX_DEPTH + 1)
 
@@ -437,25 +438,26 @@ class _Refused(Exception):
 
 
 def _check_built_without_init(cls: type) -> None:
-    """Raise TypeError if ``cls`` does work in ``__init__`` that ``msgspec.convert`` would skip.
+    """Raise TypeError if ``cls`` does work in ``__init__`` that the accelerated path would skip.
 
-    msgspec builds attrs instances by setting their attributes: a validator, a converter or an
-    ``__attrs_pre_init__``/``__attrs_post_init__`` would be skipped silently for every body
-    the accelerated path decodes.
+    Neither ``msgspec.convert`` (it sets the attributes) nor the fast build (its builder's
+    ``__init__`` is attrs' plain one) runs the model's ``__init__``: a validator, a converter or
+    an ``__attrs_pre_init__``/``__attrs_post_init__`` would be skipped silently for every body
+    the accelerated path decodes. Called at import for every model it builds.
     """
     for field in attrs.fields(cls):
         if field.validator is not None or field.converter is not None:
             kind = "a validator" if field.validator is not None else "a converter"
             raise TypeError(
                 f"{cls.__name__}.{field.name} has {kind}, which the accelerated decoder would"
-                " skip (msgspec.convert does not run __init__): build the model by its"
+                " skip (it does not run the model's __init__): build the model by its"
                 " __init__ in _decode, or drop the accelerated path for it"
             )
     for hook in ("__attrs_pre_init__", "__attrs_post_init__"):
         if hasattr(cls, hook):
             raise TypeError(
                 f"{cls.__name__} has {hook}, which the accelerated decoder would skip"
-                " (msgspec.convert does not run __init__)"
+                " (it does not run the model's __init__)"
             )
 
 

@@ -664,3 +664,14 @@ def test_long_bodies_take_the_accelerated_path_unless_they_carry_unknown_fields(
     short = orjson.dumps({"orders": [], "cursor": "c", "total": [[1]]})
     assert len(short) < dec._SHORT
     assert accelerated(short).cursor == "c"  # short: unknown values skipped by msgspec
+
+
+def test_a_hostile_nesting_of_a_million_levels_is_a_decode_error() -> None:
+    """2 MB of brackets: refused by both parsers within their bounds (orjson before 3.9.15
+    had none and crashed the process), never a crash or a RecursionError."""
+    levels = 10**6
+    body = b'{"orders":[],"x":' + b"[" * levels + b"]" * levels + b"}"
+    for decode in (dec.ORDERS_PAGE, dec.ORDERS_PAGE.general):
+        with pytest.raises(DecodeError) as caught:
+            decode(body)
+        assert caught.value.path is None
