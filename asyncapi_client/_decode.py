@@ -645,8 +645,8 @@ def _builder_class(cls: type, converters: dict[str, Callable[[Any], Any]]) -> ty
 
 
 @functools.cache
-def _fast_builder(cls: type) -> Callable[[Any], Any]:
-    """``build(mirror) -> cls`` by a builder subclass (see above); _Unsupported if it cannot."""
+def _fast_builder_class(cls: type) -> type:
+    """The builder subclass of ``cls``, its converters the leaf rules and nested builds."""
     hints = typing.get_type_hints(cls)
     converters: dict[str, Callable[[Any], Any]] = {}
     for field in attrs.fields(cls):
@@ -659,8 +659,13 @@ def _fast_builder(cls: type) -> Callable[[Any], Any]:
         elif type_ in _WIRE_NAMES:
             converters[field.name] = _fast_builder(type_)
         elif _is_sequence(type_):
-            converters[field.name] = _fast_tuple(_fast_builder(typing.get_args(type_)[0]))
-    builder = _builder_class(cls, converters)
+            converters[field.name] = _fast_tuple(typing.get_args(type_)[0])
+    return _builder_class(cls, converters)
+
+
+def _fast_builder(cls: type) -> Callable[[Any], Any]:
+    """``build(mirror) -> cls`` by its builder subclass (see above); _Unsupported if it cannot."""
+    builder = _fast_builder_class(cls)
     astuple = msgspec.structs.astuple  # the mirror's fields are the model's, in its order
 
     def build(mirror: Any) -> Any:
@@ -671,9 +676,18 @@ def _fast_builder(cls: type) -> Callable[[Any], Any]:
     return build
 
 
-def _fast_tuple(build: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, ...]]:
+def _fast_tuple(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """``build_all(mirrors) -> tuple of cls``: the builders called from C (``starmap``), and one
+    loop that gives each its class (no Python call per item but the builder's ``__init__``)."""
+    builder = _fast_builder_class(cls)
+    astuple = msgspec.structs.astuple
+    starmap = itertools.starmap
+
     def build_all(items: Any) -> tuple[Any, ...]:
-        return tuple(map(build, items))
+        models = tuple(starmap(builder, map(astuple, items)))
+        for model in models:
+            model.__class__ = cls
+        return models
 
     return build_all
 
