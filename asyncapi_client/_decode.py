@@ -1,27 +1,26 @@
-"""Bytes to models and back: one table of leaf rules, one cattrs converter, exact DecodeError paths.
+"""Bytes to models and back: leaf rules as functions, one cattrs converter, exact DecodeError paths.
 
-Every rule about a JSON leaf (what a string, an int, a decimal, an enum value may be) is
-written once, in :data:`_LEAVES`, as a few lines of Python source. Two things are compiled
-from that text at import:
+Every rule about a JSON leaf (what a string, an int, a decimal, an enum value may be) is one
+function in :data:`_LEAVES`; they are the structure hooks of the one cattrs converter
+(:func:`make_converter`), which structures with detailed validation, so every error has the path
+of its field (``orders[3].price``), and unstructures models back to the wire (:func:`to_wire`).
 
-* the cattrs hooks of the one converter (:func:`make_converter`), which structures with
-  detailed validation (so every error has the path of its field: ``orders[3].price``) and
-  unstructures models back to the wire (:func:`to_wire`);
-* one generated structure function per model (the general fast path), which inlines the same
-  lines so that a field costs no hook call.
+A body is decoded by the first of two paths that takes it:
 
-A body is decoded by the first of these that applies:
-
-1. the accelerated path (:class:`_Accelerated`): msgspec parses the body into mirror Structs
-   (C code: strict JSON types, camelCase names, 64-bit ints), decimals are checked as text, and
-   ``msgspec.convert`` builds the attrs models (C code again). It accepts only bodies that the
-   rules accept, and gives the same models; anything else it passes on.
-2. the general fast path: ``orjson.loads`` and the generated functions.
-3. when those refuse, the detailed converter runs on the same data to name the field.
+1. the accelerated path (:func:`_accelerated`): msgspec parses the body into mirror Structs
+   (C code: strict JSON types, camelCase names, 64-bit ints, the open enums), the decimal texts
+   of the whole body are checked at once, and the attrs models are built: by
+   ``msgspec.convert`` (C code again), or, on the CPython versions it was verified on, by the
+   fast build (:func:`_fast_builder`). It accepts only bodies that the rules accept, and gives
+   the same models; anything else it passes on.
+2. the general path: ``orjson.loads`` and the converter, which accepts or names the bad field.
 
 Wire names are camelCase, derived from the snake_case attribute names. Unknown fields are
 ignored; missing required fields, wrong types and numeric strings that are not bounded,
-finite decimal numbers are errors.
+finite decimal numbers are errors. No source is generated here (attrs writes the builders'
+``__init__``, as for any attrs class). Neither build runs a model's own ``__init__``, so the
+models they build must have no validators, converters or pre/post-init hooks, which is
+checked at import (:func:`_check_built_without_init`).
 """
 
 from __future__ import annotations
@@ -30,7 +29,9 @@ import collections.abc
 import decimal
 import functools
 import itertools
-import textwrap
+import operator
+import os
+import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -69,6 +70,7 @@ from ._models import (
 __all__ = [
     "MAX_DECIMAL_DIGITS",
     "MAX_DECIMAL_EXPONENT",
+    "MAX_DEPTH",
     "MAX_PATH",
     "Decoder",
     "camel",
@@ -121,7 +123,7 @@ _WIRE_NAMES: dict[type, dict[str, str]] = {
 }
 
 
-# --- the slow helpers the rules call: they either convert or raise with a message -----------
+# --- the leaf rules: each converts a JSON value or raises with a message ----------------------
 
 #: Bounds on a decimal from the wire (a uint256 at 18 decimals has 78 digits). Unbounded, a
 #: 15-byte "1e-999999999" becomes a Decimal that format(d, "f") spells with 10**9 zeros.
@@ -129,6 +131,17 @@ MAX_DECIMAL_DIGITS: Final = 128
 MAX_DECIMAL_EXPONENT: Final = 128
 _DIGITS_AND_DOT: Final = "0123456789."
 _EXACT_FLOAT_INT: Final = 2**53
+
+#: Decimal(text) in a context that cannot round (a text is at most 128 digits) and refuses what
+#: is not a number, whatever the caller's context; create_decimal() also costs less than
+#: Decimal() (positional argument parsing instead of keywords).
+_EXACT: Final = decimal.Context(
+    prec=decimal.MAX_PREC,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    traps=[InvalidOperation],
+)
+_exact: Final = _EXACT.create_decimal
 
 
 def _preview(value: object) -> str:
@@ -140,32 +153,60 @@ def _bad(value: object, expected: str) -> typing.NoReturn:
     raise TypeError(f"expected {expected}, got {type(value).__name__} {_preview(value)}")
 
 
-def _int(value: Any) -> int:
-    # An integral float is fine while it is exact; JSON integers past 64 bits reach us as
-    # floats that have already lost digits, and are refused rather than returned wrong.
+def _str(value: Any, _: Any = None) -> str:
+    if value.__class__ is not str:
+        _bad(value, "a string")
+    return value
+
+
+def _int(value: Any, _: Any = None) -> int:
+    """An int; an integral float while it is exact (JSON integers past 64 bits reach us as
+    floats that have already lost digits, and are refused rather than returned wrong)."""
+    if value.__class__ is int:
+        return value
     if value.__class__ is float and value.is_integer() and abs(value) <= _EXACT_FLOAT_INT:
         return int(value)
     _bad(value, "an integer")
 
 
-def _float(value: Any) -> float:
+def _float(value: Any, _: Any = None) -> float:
+    if value.__class__ is float:
+        return value
     if value.__class__ is int:
         return float(value)
     _bad(value, "a number")
 
 
-def _decimal(value: Any) -> Decimal:
+def _number(value: Any, _: Any = None) -> int | float:
+    if value.__class__ is int or value.__class__ is float:
+        return value
+    _bad(value, "a number")
+
+
+def _optional(rule: Callable[[Any, Any], T]) -> Callable[[Any, Any], T | None]:
+    def structure(value: Any, _: Any = None) -> T | None:
+        return None if value is None else rule(value, None)
+
+    return structure
+
+
+def _decimal(value: Any, _: Any = None) -> Decimal:
     """A bounded, finite decimal number from text: no NaN, Infinity, blanks, ``_`` or
     non-ASCII digits, at most 128 significant digits, adjusted exponent within +-128."""
     if value.__class__ is not str:
         _bad(value, "a decimal number as a string")
+    if len(value) <= MAX_DECIMAL_DIGITS and not value.strip(_DIGITS_AND_DOT):
+        # Digits and a dot only, at most 128 characters: a number within the bounds, or not
+        # a number at all ("", ".", "1.2.3").
+        try:
+            return _exact(value)
+        except InvalidOperation:
+            raise ValueError(f"expected a finite decimal number, got {_preview(value)}") from None
     # Anything but plain digits and a dot must be ASCII with no underscores and no
     # surrounding blanks, which Decimal() would otherwise accept.
-    if not value.strip(_DIGITS_AND_DOT) or (
-        value.isascii() and "_" not in value and value == value.strip()
-    ):
+    if value.isascii() and "_" not in value and value == value.strip():
         try:
-            number = Decimal(value)
+            number = _exact(value)
         except InvalidOperation:
             pass
         else:
@@ -183,87 +224,50 @@ def _decimal(value: Any) -> Decimal:
     raise ValueError(f"expected a finite decimal number, got {_preview(value)}")
 
 
-def _records(value: Any) -> Sequence[Mapping[str, Any]]:
+def _records(value: Any, _: Any = None) -> Sequence[Mapping[str, Any]]:
     """Balances or positions: an array of objects, frozen, at most MAX_NESTING deep."""
     if value.__class__ is not list:
         _bad(value, "an array")
     return freeze_records(value)
 
 
-def _open_enum(cls: type[_OpenEnum]) -> Callable[[str], Any]:
-    def structure(value: str) -> Any:
-        return cls(value)  # keeps values the enum does not know (see _OpenEnum)
+def _open_enum(cls: type[_OpenEnum]) -> Callable[[Any, Any], Any]:
+    """A string as a member of ``cls``, or as a value it does not know (see _OpenEnum)."""
+    known = dict(cls._value2member_map_).get
+    expected = f"a {cls.__name__} string"
+
+    def structure(value: Any, _: Any = None) -> Any:
+        if value.__class__ is not str:
+            _bad(value, expected)
+        return known(value) or cls(value)
 
     return structure
 
 
-# --- the one table of leaf rules ------------------------------------------------------------
-#
-# Each rule is Python source over a variable ``{v}`` holding the JSON value: afterwards ``{v}``
-# holds the structured value, or the source raised. The common case is inline (a class check,
-# Decimal() on plain digits); the rest goes to a helper above that converts or explains.
+def _cursor(value: Any, _: Any = None) -> str | None:
+    """A page's cursor: an empty or null cursor means "no further page"."""
+    if value is None:
+        return None
+    return _str(value) or None
 
-_HELPERS: dict[str, Any] = {
-    "_bad": _bad,
-    "_int": _int,
-    "_float": _float,
-    "_decimal": _decimal,
-    "_records": _records,
-    "_D": Decimal,
-    "_DD": _DIGITS_AND_DOT,
-    "_MAXLEN": MAX_DECIMAL_DIGITS,
+
+#: The one table of leaf rules, by field type.
+_LEAVES: dict[Any, Callable[..., Any]] = {
+    str: _str,
+    int: _int,
+    float: _float,
+    int | float: _number,
+    str | None: _optional(_str),
+    float | None: _optional(_float),
+    Decimal: _decimal,
+    _RECORDS: _records,
+    **{enum_cls: _open_enum(enum_cls) for enum_cls in _ENUMS},
 }
 
-_LEAVES: dict[Any, str] = {
-    str: "if {v}.__class__ is not str: _bad({v}, 'a string')",
-    int: "if {v}.__class__ is not int: {v} = _int({v})",
-    float: "if {v}.__class__ is not float: {v} = _float({v})",
-    int | float: (
-        "if {v}.__class__ is not int and {v}.__class__ is not float: _bad({v}, 'a number')"
-    ),
-    # Digits and a dot only, at most 128 characters: Decimal() either raises or gives a
-    # finite number within the bounds (<= 128 digits, adjusted exponent in (-128, 128)).
-    Decimal: (
-        "{v} = _D({v}) if {v}.__class__ is str and len({v}) <= _MAXLEN"
-        " and not {v}.strip(_DD) else _decimal({v})"
-    ),
-    _RECORDS: "{v} = _records({v})",
+#: Per field, a rule that replaces its type's.
+_FIELD_RULES: dict[tuple[type, str], Callable[..., Any]] = {
+    (OrdersPage, "cursor"): _cursor,
 }
-for _enum in _ENUMS:
-    _HELPERS[f"_{_enum.__name__}_get"] = dict(_enum._value2member_map_).get
-    _HELPERS[f"_{_enum.__name__}_open"] = _open_enum(_enum)
-    _LEAVES[_enum] = (
-        f"{{v}} = _{_enum.__name__}_get({{v}}) or _{_enum.__name__}_open({{v}})"
-        f" if {{v}}.__class__ is str else _bad({{v}}, 'a {_enum.__name__} string')"
-    )
-for _leaf in (str, float):
-    _LEAVES[_leaf | None] = "if {v} is not None:\n    " + _LEAVES[_leaf]
-
-#: Per field, a rule that replaces its type's: an empty or null cursor means "no further page".
-_FIELD_RULES: dict[tuple[type, str], str] = {
-    (OrdersPage, "cursor"): (
-        "if {v} is not None:\n"
-        "    if {v}.__class__ is not str: _bad({v}, 'a string')\n"
-        "    {v} = {v} or None"
-    ),
-}
-
-
-def _rule(cls: type, field: attrs.Attribute[Any], type_: Any) -> str | None:
-    return _FIELD_RULES.get((cls, field.name)) or _LEAVES.get(type_)
-
-
-def _compile(source: str, name: str, namespace: dict[str, Any]) -> Any:
-    exec(compile(source, f"<asyncapi_client {name}>", "exec"), namespace)
-    return namespace[name]
-
-
-def _leaf_hook(rule: str, name: str) -> Callable[[Any, Any], Any]:
-    """A cattrs structure hook compiled from a leaf rule."""
-    body = textwrap.indent(rule.format(v="v"), "    ")
-    source = f"def {name}(v, _):\n{body}\n    return v"
-    hook: Callable[[Any, Any], Any] = _compile(source, name, dict(_HELPERS))
-    return hook
 
 
 # --- the one converter: cattrs' preconf pattern ---------------------------------------------
@@ -331,16 +335,15 @@ def _thaw(value: Any) -> Any:
 def configure_converter(conv: cattrs.Converter) -> None:
     """Configure ``conv`` for the wire, both ways (as cattrs' ``preconf`` modules do).
 
-    Structure: the leaf rules as hooks, JSON arrays as tuples, models from camelCase objects.
-    Unstructure: camelCase names, decimals as exact text, enums as their values, frozen
-    records as plain dicts and lists.
+    Structure: the leaf rules as hooks, JSON arrays as tuples, models from camelCase objects
+    (built by their ``__init__``). Unstructure: camelCase names, decimals as exact text, enums
+    as their values, frozen records as plain dicts and lists.
     """
     for type_, rule in _LEAVES.items():
-        hook = _leaf_hook(rule, f"structure_{getattr(type_, '__name__', 'leaf')}")
         if type_ is _RECORDS:
-            conv.register_structure_hook_func(lambda t: t == _RECORDS, hook)
+            conv.register_structure_hook_func(lambda t: t == _RECORDS, rule)
         else:
-            conv.register_structure_hook(type_, hook)
+            conv.register_structure_hook(type_, rule)
     conv.register_structure_hook_factory(
         lambda t: _is_sequence(t) and t != _RECORDS, _sequence_hook
     )
@@ -350,13 +353,12 @@ def configure_converter(conv: cattrs.Converter) -> None:
     conv.register_unstructure_hook_func(lambda t: t == _RECORDS, lambda v: [_thaw(r) for r in v])
     for cls in _MODELS:
         names = _WIRE_NAMES[cls]
-        structure_overrides: dict[str, Any] = {}
-        for field in attrs.fields(cls):
-            special = _FIELD_RULES.get((cls, field.name))
-            field_hook = None if special is None else _leaf_hook(special, f"structure_{field.name}")
-            structure_overrides[field.name] = override(
-                rename=names[field.name], struct_hook=field_hook
+        structure_overrides: dict[str, Any] = {
+            field.name: override(
+                rename=names[field.name], struct_hook=_FIELD_RULES.get((cls, field.name))
             )
+            for field in attrs.fields(cls)
+        }
         structure: Callable[[Any, Any], Any] = make_dict_structure_fn(
             cls, conv, _cattrs_detailed_validation=True, **structure_overrides
         )
@@ -378,76 +380,38 @@ def make_converter() -> cattrs.Converter:
 
 @functools.cache
 def _converter() -> cattrs.Converter:
-    """The one detailed converter, made on first use (a refused body, ``to_wire``): building its
-    hooks is about 35 ms at import that a process decoding only good bodies need not pay."""
+    """The one converter, made on first use (a body the accelerated path passes on, ``to_wire``):
+    building its hooks is about 35 ms at import that a process decoding only bodies the
+    accelerated path takes need not pay."""
     return make_converter()
 
 
-# --- the general fast path: one generated function per model ---------------------------------
-#
-# The same rules, inlined: a field costs a dict lookup and a class check, not a hook call.
-# These functions only have to fail on bad input, not explain it: the converter does that.
-
-
-def _generate(cls: type, done: dict[type, Callable[[Any], Any]]) -> Callable[[Any], Any]:
-    """Compile ``structure(o) -> cls`` for a dict from the wire (nested models first)."""
-    if cls in done:
-        return done[cls]
-    hints = typing.get_type_hints(cls)
-    namespace: dict[str, Any] = dict(_HELPERS)
-    namespace.update(__cls=cls, __new=object.__new__)
-    lines = [f"def structure_{cls.__name__}(o):"]
-    for index, field in enumerate(attrs.fields(cls)):
-        var, type_ = f"v{index}", hints[field.name]
-        wire = _WIRE_NAMES[cls][field.name]
-        optional = field.default is not attrs.NOTHING
-        lines.append(f"    {var} = o.get({wire!r})" if optional else f"    {var} = o[{wire!r}]")
-        rule = _rule(cls, field, type_)
-        if rule is not None:
-            lines.append(textwrap.indent(rule.format(v=var), "    "))
-        elif type_ in _WIRE_NAMES:
-            namespace[f"s{index}"] = _generate(type_, done)
-            lines.append(f"    {var} = s{index}({var})")
-        elif _is_sequence(type_) and typing.get_args(type_)[0] in _WIRE_NAMES:
-            namespace[f"s{index}"] = _generate(typing.get_args(type_)[0], done)
-            lines.append(f"    if {var}.__class__ is not list: _bad({var}, 'an array')")
-            lines.append(f"    {var} = tuple([s{index}(x) for x in {var}])")
-        else:  # pragma: no cover - a field type no rule knows: a bug found at import
-            raise TypeError(f"no rule for {cls.__name__}.{field.name}: {type_!r}")
-    # Fill the slots directly: what attrs' frozen __init__ does for these classes (they have
-    # no validators or post-init; UserProfile's converters are the rules' own), without its
-    # per-field setattr by name.
-    lines.append("    self = __new(__cls)")
-    for index, field in enumerate(attrs.fields(cls)):
-        namespace[f"set{index}"] = cls.__dict__[field.name].__set__
-        lines.append(f"    set{index}(self, v{index})")
-    lines.append("    return self")
-    source = "\n".join(lines)
-    function: Callable[[Any], Any] = _compile(source, f"structure_{cls.__name__}", namespace)
-    function.__doc__ = f"Structure a {cls.__name__} from a wire dict (generated).\n\n{source}"
-    done[cls] = function
-    return function
-
-
-_GENERATED: dict[type, Callable[[Any], Any]] = {}
-for _cls in _MODELS:
-    _generate(_cls, _GENERATED)
-
-
-# --- the accelerated path: msgspec parses and checks types, generated code builds -----------
+# --- the accelerated path: msgspec parses and checks types, msgspec.convert builds -----------
 #
 # msgspec cannot hold every rule (it reads Decimal("NaN"), " 1" and "1_000", takes ints of
 # any size, and cannot rename attrs fields), so it gets a mirror of each model as a Struct
 # whose fields are only what it checks exactly as the rules do: strings, 64-bit ints, floats
 # (ints become floats), nulls, and the open enums (msgspec looks known values up and calls
 # ``_missing_`` for the rest, as the enum itself does). Decimals stay text until they are
-# checked here (plain digits and a dot, at most 128 characters: the rules' own inline case).
-# A function generated per model then builds the attrs models from the mirror. Whatever the
-# mirror or the check refuses goes the general way, which accepts or explains.
+# checked here (plain digits and a dot, at most 128 characters: the rule's own first case).
+# The attrs models are then built from the mirror by the fast build (below) or by
+# ``msgspec.convert``, by attribute name. Whatever the mirror or the check refuses goes the
+# general way, which accepts or explains.
 #
 # One difference is deliberate: msgspec skips the fields the client does not know without
 # converting their numbers, so a number too large for a float (1e400) in such a field is
 # ignored like the field, where orjson refuses the whole body as not JSON.
+
+#: How deeply a body may nest arrays and objects (the top object is level 1): deeper, it is a
+#: DecodeError on every path and every Python. The general path's parser (orjson, from 3.9.15,
+#: the floor) holds this bound itself; msgspec's limit follows the interpreter's C recursion
+#: limit (about 1,000 levels on 3.11, more on 3.12 and later), so the accelerated path only
+#: skips unknown values where they cannot reach the bound: in a body shorter than
+#: 2 * (MAX_DEPTH + 1) bytes. A longer body goes through a mirror that has no unknown fields to
+#: skip (forbid_unknown_fields), where the nesting is the models' own; with unknown fields, it
+#: goes the general way.
+MAX_DEPTH: Final = 1024
+_SHORT: Final = 2 * (MAX_DEPTH + 1)
 
 _I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 _DECIMAL_TEXT = Annotated[str, msgspec.Meta(max_length=MAX_DECIMAL_DIGITS)]
@@ -461,27 +425,62 @@ _MIRROR_LEAVES: dict[Any, Any] = {
     Decimal: _DECIMAL_TEXT,
 }
 
+#: What the decimal texts of a body, joined, may hold on the accelerated path (bytes deleted).
+_DIGITS_AND_DOT_BYTES: Final = _DIGITS_AND_DOT.encode()
+
 
 class _Unsupported(Exception):
     """A model the accelerated path does not mirror (free-form records, nested sequences)."""
 
 
-def _mirror(cls: type, top: bool) -> Any:
-    """A msgspec Struct with the wire names of ``cls`` (its attribute names are the model's)."""
+class _Refused(Exception):
+    """The accelerated path does not take this body; the general path decides."""
+
+
+def _check_built_without_init(cls: type) -> None:
+    """Raise TypeError if ``cls`` does work in ``__init__`` that the accelerated path would skip.
+
+    Neither ``msgspec.convert`` (it sets the attributes) nor the fast build (its builder's
+    ``__init__`` is attrs' plain one) runs the model's ``__init__``: a validator, a converter or
+    an ``__attrs_pre_init__``/``__attrs_post_init__`` would be skipped silently for every body
+    the accelerated path decodes. Called at import for every model it builds.
+    """
+    for field in attrs.fields(cls):
+        if field.validator is not None or field.converter is not None:
+            kind = "a validator" if field.validator is not None else "a converter"
+            raise TypeError(
+                f"{cls.__name__}.{field.name} has {kind}, which the accelerated decoder would"
+                " skip (it does not run the model's __init__): build the model by its"
+                " __init__ in _decode, or drop the accelerated path for it"
+            )
+    for hook in ("__attrs_pre_init__", "__attrs_post_init__"):
+        if hasattr(cls, hook):
+            raise TypeError(
+                f"{cls.__name__} has {hook}, which the accelerated decoder would skip"
+                " (it does not run the model's __init__)"
+            )
+
+
+def _mirror(cls: type, top: bool, strict: bool, built: set[type]) -> Any:
+    """A msgspec Struct with the wire names of ``cls`` (its attribute names are the model's);
+    ``built`` gets the models msgspec.convert will build. ``strict``: no unknown fields."""
     hints = typing.get_type_hints(cls)
     fields: list[Any] = []
     for field in attrs.fields(cls):
         type_ = hints[field.name]
         if (cls, field.name) in _FIELD_RULES and not top:  # pragma: no cover - none today
-            raise _Unsupported(f"{cls.__name__}.{field.name}")  # its fix would not be applied
+            raise _Unsupported(f"{cls.__name__}.{field.name}")  # its rule would not be applied
         if type_ in _MIRROR_LEAVES:
             mirrored = _MIRROR_LEAVES[type_]
         elif type_ in _ENUMS:
             mirrored = type_
         elif type_ in _WIRE_NAMES:
-            mirrored = _mirror(type_, False)
+            mirrored = _mirror(type_, False, strict, built)
+            built.add(type_)
         elif _is_sequence(type_) and top and typing.get_args(type_)[0] in _WIRE_NAMES:
-            mirrored = list[_mirror(typing.get_args(type_)[0], False)]  # type: ignore[misc]
+            (element,) = typing.get_args(type_)
+            mirrored = list[_mirror(element, False, strict, built)]  # type: ignore[misc]
+            built.add(element)
         else:
             raise _Unsupported(f"{cls.__name__}.{field.name}: {type_!r}")
         if field.default is attrs.NOTHING:
@@ -489,184 +488,263 @@ def _mirror(cls: type, top: bool) -> Any:
         else:
             fields.append((field.name, mirrored, field.default))
     return msgspec.defstruct(
-        f"_{cls.__name__}Wire", fields, rename=_WIRE_NAMES[cls], gc=False, kw_only=True
+        f"_{cls.__name__}Wire",
+        fields,
+        rename=_WIRE_NAMES.get(cls) or {f.name: camel(f.name) for f in attrs.fields(cls)},
+        gc=False,
+        kw_only=True,
+        forbid_unknown_fields=strict,
     )
 
 
-#: What a decimal text may hold on the accelerated path (the rule's inline case); the texts
-#: of a body are joined, encoded and stripped of these bytes: anything left refuses the body.
-_DIGITS_AND_DOT_BYTES: Final = _DIGITS_AND_DOT.encode()
+def _decimal_paths(cls: type, prefix: str = "") -> list[str]:
+    """The attribute paths of the decimal fields of ``cls`` and of the models inside it
+    (``price``, ``base_token.total_supply``, ``orders[].price``)."""
+    hints = typing.get_type_hints(cls)
+    paths: list[str] = []
+    for field in attrs.fields(cls):
+        type_ = hints[field.name]
+        if type_ is Decimal:
+            paths.append(prefix + field.name)
+        elif type_ in _WIRE_NAMES:
+            paths += _decimal_paths(type_, f"{prefix}{field.name}.")
+        elif _is_sequence(type_) and typing.get_args(type_)[0] in _WIRE_NAMES:
+            paths += _decimal_paths(typing.get_args(type_)[0], f"{prefix}{field.name}[].")
+    return paths
 
 
-#: Decimal(text) for the accelerated path: a context that cannot round (a text is at most 128
-#: digits) and refuses what is not a number; its create_decimal() costs less than Decimal()
-#: (positional argument parsing instead of keywords).
-_EXACT: Final = decimal.Context(
-    prec=decimal.MAX_PREC,
-    Emax=decimal.MAX_EMAX,
-    Emin=decimal.MIN_EMIN,
-    traps=[InvalidOperation],
+def _decimal_texts(paths: list[str]) -> Callable[[Any], str] | None:
+    """``texts(mirror) -> str``: every decimal text of a mirror, joined, iterated in C
+    (``attrgetter``, ``map``, ``chain``): a Python loop over 10,000 orders would cost a fifth
+    of the decode."""
+    top = [path for path in paths if "[]" not in path]
+    nested: dict[str, list[str]] = {}
+    for path in paths:
+        if "[]" in path:
+            sequence, rest = path.split("[].", 1)
+            nested.setdefault(sequence, []).append(rest)
+    getters: list[Callable[[Any], str]] = []
+    if top:
+        getters.append(_joined(operator.attrgetter(*top), len(top) > 1))
+    for sequence, inner in nested.items():
+        getters.append(_joined_items(operator.attrgetter(sequence), inner))
+    if not getters:
+        return None
+    if len(getters) == 1:
+        return getters[0]
+    return lambda mirror: "".join([get(mirror) for get in getters])  # pragma: no cover - none today
+
+
+def _joined(get: Callable[[Any], Any], several: bool) -> Callable[[Any], str]:
+    """``get(mirror)``, a text or (``several``) a tuple of texts, as one text."""
+    if not several:
+        return get
+    return lambda mirror: "".join(get(mirror))
+
+
+def _joined_items(get_items: Callable[[Any], Any], paths: list[str]) -> Callable[[Any], str]:
+    """The texts at ``paths`` of every item of ``get_items(mirror)``, as one text."""
+    get_texts: Callable[[Any], Any] = operator.attrgetter(*paths)
+    if len(paths) == 1:
+        return lambda mirror: "".join(map(get_texts, get_items(mirror)))
+    chain = itertools.chain.from_iterable
+    return lambda mirror: "".join(chain(map(get_texts, get_items(mirror))))
+
+
+def _tuple_of(element: type) -> Callable[[Any], tuple[Any, ...]]:
+    """A list of mirrors as a tuple of ``element`` models."""
+    as_list: Any = list[element]  # type: ignore[valid-type]
+    convert = msgspec.convert
+
+    def build(items: Any) -> tuple[Any, ...]:
+        return tuple(convert(items, as_list, from_attributes=True))
+
+    return build
+
+
+def _public_builder(cls: type) -> Callable[[Any], Any]:
+    """``build(mirror) -> cls`` on public APIs: ``msgspec.convert`` for the whole model, or,
+    where a field of the top model needs a tuple or a rule of its own, the model's
+    ``__init__`` over its fields (each nested model by ``msgspec.convert``)."""
+    hints = typing.get_type_hints(cls)
+    fields = attrs.fields(cls)
+    convert = msgspec.convert
+    if not any(_is_sequence(hints[f.name]) or (cls, f.name) in _FIELD_RULES for f in fields):
+        return functools.partial(convert, type=cls, from_attributes=True)
+    steps: list[tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] = []
+    for field in fields:
+        type_ = hints[field.name]
+        step: Callable[[Any], Any] | None = _FIELD_RULES.get((cls, field.name))
+        if step is not None:
+            pass
+        elif _is_sequence(type_):
+            step = _tuple_of(typing.get_args(type_)[0])
+        elif type_ in _WIRE_NAMES:  # pragma: no cover - no top model with a list has one today
+            step = functools.partial(convert, type=type_, from_attributes=True)
+        steps.append((operator.attrgetter(field.name), step))
+
+    def build(mirror: Any) -> Any:
+        return cls(*[get(mirror) if step is None else step(get(mirror)) for get, step in steps])
+
+    return build
+
+
+# --- the fast build: CPython versions it was verified on, and the public build beside it ------
+#
+# msgspec.convert sets a model's fields one by one by name (about 1 us for a Token). The fast
+# build makes each model as an instance of a private subclass whose ``__init__`` attrs writes
+# with plain attribute stores (the subclass adds no slots and lets its slots be set: the
+# interpreter's specialised slot stores), decimals and nested models made by that
+# ``__init__``'s converters, and then makes it the contract's class by ``__class__``
+# assignment (same layout). Chosen once at import: on the CPython versions the whole suite was
+# run on with it and without it (``make matrix``), unless ASYNCAPI_CLIENT_PUBLIC_ONLY is set.
+
+#: The CPython versions the fast build was verified on (``make matrix`` runs the suite with it,
+#: and once with ASYNCAPI_CLIENT_PUBLIC_ONLY=1).
+FAST_BUILD_VERIFIED: Final = ((3, 11), (3, 12), (3, 13))
+#: Set (to anything but "" or "0") to use only the public paths this module has.
+PUBLIC_ONLY_ENV: Final = "ASYNCAPI_CLIENT_PUBLIC_ONLY"
+_FAST_BUILD: Final = (
+    sys.implementation.name == "cpython"
+    and sys.version_info[:2] in FAST_BUILD_VERIFIED
+    and os.environ.get(PUBLIC_ONLY_ENV, "") in ("", "0")
 )
 
 
-class _Refused(Exception):
-    """The accelerated path does not take this body; the general path decides."""
-
-
-def _refuse() -> typing.NoReturn:
-    raise _Refused
-
-
-@functools.cache
-def _builder_class(cls: type) -> type:
-    """A subclass of ``cls`` that lets its slots be set: a model is built as one of these, then
-    turned into a ``cls`` by ``__class__`` assignment (same layout: the subclass adds nothing).
-
-    Attribute stores on it are the interpreter's specialised slot stores, where a frozen
-    model's slot descriptors cost a method call a field (and ``msgspec.convert`` a
-    ``setattr`` by name). ``__delattr__`` is reset too: one Python-level slot function left
-    behind would route every store through it. ``builder()`` makes an empty one (no attrs
-    ``__init__``), cheaper than ``object.__new__(builder)``.
-    """
+def _builder_class(cls: type, converters: dict[str, Callable[[Any], Any]]) -> type:
+    """A subclass of ``cls`` that attrs gives a plain ``__init__`` (each field stored, through
+    its converter if it has one), with the same layout, so that an instance of it can become a
+    ``cls`` by ``__class__`` assignment; _Unsupported if it cannot."""
     namespace = {
         "__slots__": (),
-        "__init__": object.__init__,
         "__setattr__": object.__setattr__,
         "__delattr__": object.__delattr__,
         "__doc__": f"Building {cls.__name__} instances (private to the decoder).",
     }
-    builder = type(f"_{cls.__name__}Builder", (cls,), namespace)
-    probe = builder()
+    these: dict[str, Any] = {
+        field.name: attrs.field(converter=converters.get(field.name)) for field in attrs.fields(cls)
+    }
+    builder: type = attrs.define(
+        type(f"_{cls.__name__}Builder", (cls,), namespace),
+        these=these,
+        slots=False,
+        frozen=False,
+        init=True,
+        repr=False,
+        eq=False,
+        order=False,
+        auto_detect=False,
+        on_setattr=attrs.setters.NO_OP,
+    )
+    probe: Any = object.__new__(builder)
     try:
         probe.__class__ = cls
-    except TypeError as exc:  # pragma: no cover - a model with another layout: a bug at import
+    except TypeError as exc:  # pragma: no cover - a model with another layout
         raise _Unsupported(f"{cls.__name__}: {exc}") from exc
     return builder
 
 
-class _Emitter:
-    """Python source that builds a model from its mirror Struct, nested models inline.
-
-    ``texts`` are the local names (or, in loops, the list) holding the decimal texts; they are
-    checked once, together, before the model is returned.
-    """
-
-    def __init__(self, namespace: dict[str, Any]) -> None:
-        self.namespace = namespace
-        self.lines: list[str] = []
-        self.texts: list[str] = []
-        self.in_loop = 0
-        self.uses_list = False
-        self._count = itertools.count()
-
-    def name(self, prefix: str) -> str:
-        return f"{prefix}{next(self._count)}"
-
-    def constant(self, prefix: str, value: Any) -> str:
-        for key, held in self.namespace.items():
-            if held is value and key.startswith(prefix):
-                return key
-        key = self.name(prefix)
-        self.namespace[key] = value
-        return key
-
-    def emit(self, line: str, depth: int) -> None:
-        self.lines.append("    " * depth + line)
-
-    def model(self, cls: type, source: str, depth: int, top: bool) -> str:
-        """Emit the statements that build ``cls`` from the mirror in ``source``; its name."""
-        hints = typing.get_type_hints(cls)
-        builder = self.constant(f"_B_{cls.__name__}", _builder_class(cls))
-        final = self.constant(f"_C_{cls.__name__}", cls)
-        target = self.name("o")
-        self.emit(f"{target} = {builder}()", depth)
-        for field in attrs.fields(cls):
-            type_ = hints[field.name]
-            value = f"{source}.{field.name}"
-            fix = _ACCELERATED_FIELD_FIXES.get((cls, field.name))
-            if fix is not None:
-                if not top:  # pragma: no cover - none today; the mirror refuses it (_mirror)
-                    raise _Unsupported(f"{cls.__name__}.{field.name}")
-                value = fix.format(v=value)
-            elif type_ is Decimal:
-                text = self.name("d")
-                self.emit(f"{text} = {value}", depth)
-                if self.in_loop:
-                    self.emit(f"_add({text})", depth)
-                    self.uses_list = True
-                else:
-                    self.texts.append(text)
-                value = f"_exact({text})"
-            elif type_ in _WIRE_NAMES:
-                inner = self.name("m")
-                self.emit(f"{inner} = {value}", depth)
-                value = self.model(type_, inner, depth, top=False)
-            elif _is_sequence(type_) and typing.get_args(type_)[0] in _WIRE_NAMES:
-                items, append, item = self.name("l"), self.name("a"), self.name("x")
-                self.emit(f"{items} = []", depth)
-                self.emit(f"{append} = {items}.append", depth)
-                self.emit(f"for {item} in {value}:", depth)
-                self.in_loop += 1
-                built = self.model(typing.get_args(type_)[0], item, depth + 1, top=False)
-                self.in_loop -= 1
-                self.emit(f"{append}({built})", depth + 1)
-                value = f"tuple({items})"
-            elif type_ not in _MIRROR_LEAVES and type_ not in _ENUMS:  # pragma: no cover
-                raise _Unsupported(f"{cls.__name__}.{field.name}: {type_!r}")
-            self.emit(f"{target}.{field.name} = {value}", depth)
-        self.emit(f"{target}.__class__ = {final}", depth)
-        return target
+@functools.cache
+def _fast_builder_class(cls: type) -> type:
+    """The builder subclass of ``cls``, its converters the leaf rules and nested builds."""
+    hints = typing.get_type_hints(cls)
+    converters: dict[str, Callable[[Any], Any]] = {}
+    for field in attrs.fields(cls):
+        type_ = hints[field.name]
+        rule = _FIELD_RULES.get((cls, field.name))
+        if rule is not None:
+            converters[field.name] = rule
+        elif type_ is Decimal:
+            converters[field.name] = _exact
+        elif type_ in _WIRE_NAMES:
+            converters[field.name] = _fast_builder(type_)
+        elif _is_sequence(type_):
+            converters[field.name] = _fast_tuple(typing.get_args(type_)[0])
+    return _builder_class(cls, converters)
 
 
-#: What a per-field rule does once the mirror has checked the field's type (source over {v}).
-_ACCELERATED_FIELD_FIXES: dict[tuple[type, str], str] = {
-    (OrdersPage, "cursor"): "{v} or None",
-}
+def _fast_builder(cls: type) -> Callable[[Any], Any]:
+    """``build(mirror) -> cls`` by its builder subclass (see above); _Unsupported if it cannot."""
+    builder = _fast_builder_class(cls)
+    astuple = msgspec.structs.astuple  # the mirror's fields are the model's, in its order
+
+    def build(mirror: Any) -> Any:
+        model = builder(*astuple(mirror))
+        model.__class__ = cls
+        return model
+
+    return build
 
 
-#: The mirror decoder of each accelerated model (for ``benchmarks._stages``).
+def _fast_tuple(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """``build_all(mirrors) -> tuple of cls``: the builders called from C (``starmap``), and one
+    loop that gives each its class (no Python call per item but the builder's ``__init__``)."""
+    builder = _fast_builder_class(cls)
+    astuple = msgspec.structs.astuple
+    starmap = itertools.starmap
+
+    def build_all(items: Any) -> tuple[Any, ...]:
+        models = tuple(starmap(builder, map(astuple, items)))
+        for model in models:
+            model.__class__ = cls
+        return models
+
+    return build_all
+
+
+#: The mirror decoder of each accelerated model, the one long bodies go through (for
+#: ``benchmarks._stages``).
 _MIRRORS: dict[type, msgspec.json.Decoder[Any]] = {}
 
+_getcontext: Final = decimal.getcontext
 
-def _accelerated(cls: type) -> Callable[[bytes], Any] | None:
-    """``accelerated(body) -> cls``, or None for a model the mirror cannot hold.
+#: Every model an accelerated decoder builds without running its ``__init__`` (all checked by
+#: :func:`_check_built_without_init`).
+_BUILT_WITHOUT_INIT: set[type] = set()
 
-    Generated once per model: msgspec parses the body into the mirror, the statements from
-    :class:`_Emitter` build the models, and the decimal texts, joined, must be plain digits
-    and dots (the mirror bounds their length). Raises on any body it does not take.
-    """
+
+def _accelerated(cls: type, fast: bool = _FAST_BUILD) -> Callable[[bytes], Any] | None:
+    """``accelerated(body) -> cls``, or None for a model the mirror cannot hold; raises on any
+    body it does not take. ``fast``: the fast build where it can be had, else the public one."""
+    built: set[type] = {cls}
     try:
-        decoder = _MIRRORS[cls] = msgspec.json.Decoder(_mirror(cls, True))
-        namespace: dict[str, Any] = dict(_HELPERS)
-        namespace.update(_decode=decoder.decode, _exact=_EXACT.create_decimal, _refuse=_refuse)
-        namespace["_DDB"] = _DIGITS_AND_DOT_BYTES
-        emitter = _Emitter(namespace)
-        built = emitter.model(cls, "m", 1, top=True)
+        lenient = msgspec.json.Decoder(_mirror(cls, True, False, built)).decode
+        strict = _MIRRORS[cls] = msgspec.json.Decoder(_mirror(cls, True, True, set()))
     except _Unsupported:
         return None
-    name = f"accelerated_{cls.__name__}"
-    lines = [
-        f"def {name}(body):",
+    for model in built:
+        _check_built_without_init(model)
+    _BUILT_WITHOUT_INIT.update(built)
+    texts = _decimal_texts(_decimal_paths(cls))
+    build: Callable[[Any], Any] | None = None
+    if fast:
+        try:
+            build = _fast_builder(cls)
+        except _Unsupported:  # pragma: no cover - every model has a builder today
+            build = None
+    # msgspec.convert makes a Decimal in the caller's context: where that returns NaN for a text
+    # that is not a number ("1.2.3") instead of raising, the public build passes the body on.
+    # The fast build makes them in an exact context of its own.
+    check_context = build is None and texts is not None
+    if build is None:
+        build = _public_builder(cls)
+    strict_decode = strict.decode
+    delete = _DIGITS_AND_DOT_BYTES
+
+    def accelerated(body: bytes) -> Any:
         # msgspec does not validate the UTF-8 of the strings it skips (unknown fields); the
         # general path refuses such a body, so this one passes it on.
-        "    if not body.isascii():",
-        "        body.decode()",
-        "    m = _decode(body)",
-    ]
-    if emitter.uses_list:
-        lines += ["    texts = []", "    _add = texts.append"]
-    lines += emitter.lines
-    joined = " + ".join(emitter.texts)
-    if emitter.uses_list:
-        joined = f"{joined} + ''.join(texts)" if joined else "''.join(texts)"
-    if joined:
-        lines.append(f"    if ({joined}).encode().translate(None, _DDB):")
-        lines.append("        _refuse()")
-    lines.append(f"    return {built}")
-    source = "\n".join(lines)
-    function: Callable[[bytes], Any] = _compile(source, name, namespace)
-    function.__doc__ = f"Decode a {cls.__name__} from JSON bytes (generated).\n\n{source}"
-    return function
+        if not body.isascii():
+            body.decode()
+        mirror = lenient(body) if len(body) < _SHORT else strict_decode(body)
+        if texts is not None and texts(mirror).encode().translate(None, delete):
+            raise _Refused
+        if check_context and not _getcontext().traps[InvalidOperation]:
+            raise _Refused
+        return build(mirror)
+
+    accelerated.__doc__ = f"Decode a {cls.__name__} from JSON bytes (the accelerated path)."
+    return accelerated
 
 
 # --- error paths --------------------------------------------------------------------------
@@ -735,12 +813,11 @@ class Decoder(typing.Generic[T]):
     Compared and hashed by identity: a decoder is part of the request-coalescing key.
     """
 
-    __slots__ = ("_accelerated", "_structure", "cls", "unwrap")
+    __slots__ = ("_accelerated", "cls", "unwrap")
 
     def __init__(self, cls: type[Any], unwrap: Callable[[Any], T] | None = None) -> None:
         self.cls = cls
         self.unwrap = unwrap
-        self._structure: Callable[[Any], Any] = _GENERATED[cls]
         self._accelerated = _accelerated(cls)
 
     def __repr__(self) -> str:
@@ -757,7 +834,7 @@ class Decoder(typing.Generic[T]):
         return self.general(body)
 
     def general(self, body: bytes) -> T:
-        """The general path alone: orjson and the generated functions, then the converter."""
+        """The general path alone: orjson, then the converter, which names a bad field."""
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -765,25 +842,12 @@ class Decoder(typing.Generic[T]):
         if data.__class__ is not dict:
             raise _not_an_object(data)
         try:
-            value = self._structure(data)
-        except Exception as fast_error:
-            raise self._explain(data) from fast_error
-        return value if self.unwrap is None else self.unwrap(value)
-
-    def _explain(self, data: dict[str, Any]) -> DecodeError:
-        """Run the detailed converter on the same data to name the bad field."""
-        try:
-            _converter().structure(data, self.cls)
+            value = _converter().structure(data, self.cls)
         except Exception as exc:
             path, leaf = _error_path(exc)
             path = _bounded(path)
-            error = DecodeError(_describe(leaf, path), path=path)
-            error.__cause__ = exc
-            return error
-        # The converter accepted what the fast path refused: a bug in the rules.
-        return DecodeError(
-            "the body does not have the documented shape", path=""
-        )  # pragma: no cover
+            raise DecodeError(_describe(leaf, path), path=path) from exc
+        return value if self.unwrap is None else self.unwrap(value)
 
 
 def decoder(cls: type[T]) -> Decoder[T]:

@@ -16,6 +16,8 @@ from typing import Any
 import attrs
 import orjson
 
+import asyncapi_client
+
 from ._cases import CASES, Config
 from ._server import _ROOT, ServerProcess, pin_cores
 from ._stats import format_table
@@ -89,6 +91,8 @@ def _meta(mode: str, pinning: str, cases: list[str]) -> dict[str, Any]:
         "implementation": platform.python_implementation(),
         "versions": _versions(),
         "commit": _commit(),
+        # Which package was measured: another checkout's when run from a copy beside it.
+        "asyncapi_client": str(Path(asyncapi_client.__file__).parent),
     }
 
 
@@ -97,7 +101,8 @@ def _header(meta: dict[str, Any]) -> str:
     m = meta["machine"]
     return (
         f"asyncapi_client benchmarks ({meta['mode']}), {meta['date']}, commit {meta['commit']}\n"
-        f"machine: {m['nproc']} cores, {m['cpu_model']}, {m['platform']}; {m['pinning']}\n"
+        f"machine: {m['nproc']} cores, {m['cpu_model']}, {m['platform']}; {m['pinning']};"
+        f" load average {' '.join(f'{x:.2f}' for x in meta['load_before'])}\n"
         f"Python {meta['python']}, aiohttp {v['aiohttp']}, cattrs {v['cattrs']}, "
         f"attrs {v['attrs']}, orjson {v['orjson']}; httpx {v['httpx']}, "
         f"pydantic {v['pydantic']}, msgspec {v['msgspec']}"
@@ -129,13 +134,22 @@ def main(argv: list[str] | None = None) -> int:
         "--strict", action="store_true", help="exit with status 1 when a target is missed"
     )
     parser.add_argument("--out", type=Path, default=_DEFAULT_OUT, help="where to write JSON")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help="rounds of the pool(), orders and sync cases, one-loop and outside (bounded runs"
+        " on a shared machine); default 31 one-loop, 11 outside",
+    )
     args = parser.parse_args(argv)
 
     names = args.case or list(CASES)
     cfg = Config.quick_run() if args.quick else Config()
+    if args.rounds is not None:
+        cfg.overhead_rounds = cfg.outside_rounds = args.rounds
     client_cpu, server_cpu, pinning = pin_cores()
     cfg.client_cpu = client_cpu
     meta = _meta("quick" if args.quick else "full", pinning, names)
+    meta["load_before"] = os.getloadavg()
     print(_header(meta), file=sys.stderr, flush=True)
 
     results: dict[str, Any] = {}
@@ -147,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = CASES[name](cfg, server)
             results[name]["seconds"] = round(time.perf_counter() - case_start, 1)
     meta["seconds"] = round(time.perf_counter() - started, 1)
+    meta["load_after"] = os.getloadavg()
 
     rows = [row for name in names for row in results[name]["rows"]]
     details = [row for name in names for row in results[name].get("details", [])]

@@ -1,11 +1,24 @@
 """Two ``pool()`` clients against each other: ``python -m benchmarks._ab A B [options]``.
 
-The rounds of the request cases (every client open in one event loop; a round is a turn of
-calls each, then again in reverse order: A B B A, then B A A B), and the median of the
-per-round CPU ratios B/A with a bootstrap 95 % interval. Turns of 1,000 calls by default,
-the steady state of a sustained fan-out; shorter ones (``--chunk 128``) give tighter
-intervals but a burstier regime, in which our client looked 2-5 % cheaper at concurrency
-64 (see README.md, "Method").
+By default the rounds of the one-loop request cases (every client open in one event loop; a
+round is a turn of calls each, then again in reverse order: A B B A, then B A A B). Turns
+of 1,000 calls by default, the steady state of a sustained fan-out; shorter ones
+(``--chunk 128``) give tighter intervals but a burstier regime, in which our client looked
+2-5 % cheaper at concurrency 64 (see README.md, "Method").
+
+``--outside``: the method of ``pool-outside`` instead: each client in its own process,
+event loop and session, ``--calls`` calls after a warm-up, one process per client and
+round (order alternating), raw-vs-raw style. The way a user's bot runs.
+
+Either way: the median of the per-round CPU ratios B/A with a bootstrap 95 % interval and
+the quartiles. Pool ids cycle 64 ids (``--ids cycle``, the bot's case, under yarl's URL
+cache) unless ``--ids new`` (a new id per call: the crawler).
+
+Before and after a rewrite of the request path, in one run::
+
+    mkdir -p /tmp/ref-main && git archive main asyncapi_client | tar -x -C /tmp/ref-main
+    python -m benchmarks._ab ref:/tmp/ref-main ours --outside --concurrency 64
+    python -m benchmarks._ab ref:/tmp/ref-main ours --outside --concurrency 1
 
 Kinds:
 
@@ -16,28 +29,28 @@ Kinds:
 - ``ours_orjson``: ``Client()`` with ``orjson.loads`` as the decoder of ``pool()`` (the
   client without its models);
 - ``with_response``: ``client.with_response.pool``;
+- ``typed``: the minimal typed client on public APIs (``async with`` a semaphore and
+  ``session.get``, our ``Pool`` decoder);
 - ``ref:PATH``: ``Client()`` of the package in ``PATH/asyncapi_client``, another checkout
-  (``git worktree add /tmp/ref HEAD~1``), imported under another name beside this one.
+  (``git archive main asyncapi_client | tar -x -C /tmp/ref``), imported under another name
+  beside this one; ``typed-ref:PATH``, the minimal typed client with that checkout's decoder.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import statistics
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any, Self
 
 import orjson
 
 from asyncapi_client import Client
 
-from . import _contenders
+from . import _calls, _contenders, _outside
 from ._cases import Factory, _interleaved
 from ._server import ServerProcess, pin_cores
+from ._stats import summary
 
 __all__ = ["main"]
 
@@ -66,25 +79,17 @@ class _OursOrjson(_contenders.Ours):
         return await transport.get(request)
 
 
-def _reference(path: str) -> ModuleType:
-    """The package at ``PATH/asyncapi_client`` as module ``asyncapi_client_ref``."""
-    init = Path(path) / "asyncapi_client" / "__init__.py"
-    if not init.is_file():
-        raise SystemExit(f"no asyncapi_client package in {path}")
-    spec = importlib.util.spec_from_file_location(
-        "asyncapi_client_ref", init, submodule_search_locations=[str(init.parent)]
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _factory(kind: str) -> Factory:
+    if kind.startswith("typed-ref:"):
+        typed_package = _calls.reference(kind.removeprefix("typed-ref:"))
+
+        class _TypedRef(_contenders.MinimalTyped):
+            def __init__(self, base_url: str) -> None:
+                super().__init__(base_url, typed_package)
+
+        return _TypedRef
     if kind.startswith("ref:"):
-        package = _reference(kind[4:])
+        package = _calls.reference(kind[4:])
 
         class _Ref(_contenders.Ours):
             def __init__(self, base_url: str, **options: Any) -> None:
@@ -99,6 +104,7 @@ def _factory(kind: str) -> Factory:
         "ours": _contenders.Ours,
         "ours_orjson": _OursOrjson,
         "with_response": _contenders.WithResponse,
+        "typed": _contenders.MinimalTyped,
     }
     if kind not in kinds:
         raise SystemExit(f"unknown kind {kind!r}: one of {', '.join(kinds)} or ref:PATH")
@@ -113,36 +119,63 @@ def _median_interval(ratios: list[float], draws: int = 2000) -> tuple[float, flo
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks._ab", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks._ab",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("a", help="the baseline kind")
     parser.add_argument("b", help="the kind compared with it")
     parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--chunk", type=int, default=1000, help="calls a turn")
+    parser.add_argument("--rounds", type=int, default=None, help="40; 15 with --outside")
+    parser.add_argument("--chunk", type=int, default=1000, help="calls a turn (one loop)")
+    parser.add_argument("--ids", choices=("cycle", "new"), default="cycle")
+    parser.add_argument(
+        "--outside", action="store_true", help="each client in its own process and loop"
+    )
+    parser.add_argument("--calls", type=int, default=3000, help="calls a process (--outside)")
     args = parser.parse_args(argv)
-    chunk = args.chunk
-    factories = {f"A {args.a}": _factory(args.a), f"B {args.b}": _factory(args.b)}
-    names = list(factories)
-    _, server_cpu, how = pin_cores()
+    for kind in (args.a, args.b):  # a bad kind fails here, not in the first child
+        _factory(kind)
+    rounds = args.rounds or (15 if args.outside else 40)
+    names = [f"A {args.a}", f"B {args.b}"]
+    client_cpu, server_cpu, how = pin_cores()
     with ServerProcess(server_cpu) as server:
-        runs = _interleaved(
-            factories,
-            server,
-            "pool",
-            args.concurrency,
-            args.rounds,
-            dict.fromkeys(names, chunk),
-            warmup=500,
-        )
+        if args.outside:
+            runs = _outside.measure(
+                dict(zip(names, (args.a, args.b), strict=True)),
+                server.base_url,
+                lambda reset: server.stats(reset=reset),
+                args.concurrency,
+                rounds,
+                args.calls,
+                ids=args.ids,
+                cpu=client_cpu,
+            )
+            method = f"own processes, {args.calls} calls a process"
+        else:
+            factories = {names[0]: _factory(args.a), names[1]: _factory(args.b)}
+            runs = _interleaved(
+                factories,
+                server,
+                "pool",
+                args.concurrency,
+                rounds,
+                dict.fromkeys(names, args.chunk),
+                warmup=500,
+                ids=args.ids,
+            )
+            method = f"one loop, {args.chunk} calls a turn"
     cpu_a, cpu_b = runs[names[0]]["cpu_us"], runs[names[1]]["cpu_us"]
     ratios = [b / a for a, b in zip(cpu_a, cpu_b, strict=True)]
     low, high = _median_interval(ratios)
+    quart = summary(ratios)
     print(
-        f"{args.b} / {args.a}, pool() at concurrency {args.concurrency}, {args.rounds} rounds"
-        f" of {chunk} calls a turn ({how}):\n"
+        f"{args.b} / {args.a}, pool() at concurrency {args.concurrency}, ids {args.ids},"
+        f" {rounds} rounds ({method}; {how}):\n"
         f"  CPU ratio median {statistics.median(ratios):.3f} (95 % interval {low:.3f}-"
-        f"{high:.3f}); {statistics.median(cpu_a):.1f} vs {statistics.median(cpu_b):.1f} us"
-        f" per call"
+        f"{high:.3f}; quartiles {quart['q1']:.3f}-{quart['q3']:.3f});"
+        f" {statistics.median(cpu_a):.1f} vs {statistics.median(cpu_b):.1f} us per call"
     )
 
 

@@ -21,7 +21,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _cache, _contenders, _data, _fleet
+from . import _cache, _calls, _contenders, _data, _fleet, _outside
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -31,6 +31,10 @@ RAW: Final = "raw aiohttp+orjson"
 #: The same raw client once more in the same rounds: its ratio to RAW is the noise floor.
 RAW_AGAIN: Final = "raw aiohttp+orjson (again)"
 OURS: Final = "asyncapi_client"
+#: The minimal typed client on public APIs (``_contenders.MinimalTyped``): our decoder.
+MINIMAL: Final = "minimal typed"
+#: Issue 23's targets for pool(), ours / raw with a bounded set of ids, by concurrency.
+POOL_TARGETS: Final = {1: 1.08, 64: 1.15}
 HTTPX: Final = "httpx+pydantic"
 PYDANTIC: Final = "pydantic validate_json"
 DECIMAL_FLOOR: Final = "orjson.loads + 3 Decimal"
@@ -60,6 +64,12 @@ class Config:
     #: 30 waves), short enough that the machine's drifts hit every contender alike.
     pool_turn: int = 1000
     orders_turn: int = 250
+    #: pool() from outside (``_outside``): rounds of one process per contender, each making
+    #: ``outside_calls`` calls after ``outside_warmup``; (concurrency, ids) of each run.
+    outside_rounds: int = 11
+    outside_calls: int = 3000
+    outside_warmup: int = 500
+    outside_runs: tuple[tuple[int, str], ...] = ((1, "cycle"), (64, "cycle"), (64, "new"))
     #: httpx + pydantic, compared only, costs several times more: fewer rounds and turns of
     #: two waves.
     httpx_rounds: int = 7
@@ -87,6 +97,9 @@ class Config:
         return cls(
             overhead_rounds=5,
             pool_turn=200,
+            outside_rounds=3,
+            outside_calls=1000,
+            outside_warmup=200,
             orders_turn=50,
             httpx_rounds=3,
             typed_rounds=5,
@@ -130,17 +143,7 @@ def _log(message: str) -> None:
 
 async def _drive(call: Callable[[str], Awaitable[object]], args: Sequence[str], conc: int) -> None:
     """Call ``call(arg)`` for every arg, ``conc`` at a time, in the same way for everyone."""
-    if conc == 1:
-        for arg in args:
-            await call(arg)
-        return
-    it = iter(args)
-
-    async def worker() -> None:
-        for arg in it:
-            await call(arg)
-
-    await asyncio.gather(*[worker() for _ in range(conc)])
+    await _calls.drive(call, [args], conc)
 
 
 Factory = Callable[[str], _contenders.BenchClient]
@@ -155,8 +158,12 @@ def _interleaved(
     chunk: dict[str, int],
     warmup: int,
     limit: int = 100,
+    ids: _calls.Ids = "new",
 ) -> dict[str, dict[str, list[float]]]:
     """CPU and requests/s per contender and round, every contender open in one event loop.
+
+    ``pool`` calls cycle :data:`_calls.POOL_IDS` ids (``ids="cycle"``, each task its own
+    share: the warm-up and every turn ask for the same ids) or give every call a new id.
 
     A round runs each contender's ``chunk`` of calls in turn, then again in reverse order
     (A B C C B A; the next round starts B C A ...): what a shared machine does within a
@@ -167,12 +174,12 @@ def _interleaved(
     names = list(contenders)
     issued = 0
 
-    def args(n: int) -> list[str]:
+    def args(n: int) -> list[list[str]]:
         nonlocal issued
         first, issued = issued, issued + n
         if operation == "pool":
-            return [f"pool-{i:07d}" for i in range(first, issued)]
-        return [f"o{i * limit}" for i in range(first, issued)]
+            return _calls.work(n, concurrency, ids, first)
+        return [[f"o{i * limit}" for i in range(first, issued)]]
 
     async def run() -> dict[str, dict[str, list[float]]]:
         calls: dict[str, Callable[[str], Awaitable[object]]] = {}
@@ -183,7 +190,7 @@ def _interleaved(
                     calls[name] = client.pool
                 else:
                     calls[name] = functools.partial(_orders_call, client, limit)
-                await _drive(calls[name], args(warmup), concurrency)
+                await _calls.drive(calls[name], args(warmup), concurrency)
             cpu: dict[str, list[float]] = {name: [] for name in names}
             rps: dict[str, list[float]] = {name: [] for name in names}
             gc.collect()
@@ -194,7 +201,7 @@ def _interleaved(
                 for name in [*turn, *reversed(turn)]:
                     batch = args(chunk[name])
                     c0, w0 = time.process_time(), time.perf_counter()
-                    await _drive(calls[name], batch, concurrency)
+                    await _calls.drive(calls[name], batch, concurrency)
                     spent[name] += time.process_time() - c0
                     wall[name] += time.perf_counter() - w0
                 for name in names:
@@ -323,6 +330,230 @@ def _overhead(
         }
 
     return case
+
+
+def _pool_rows(
+    title: str,
+    runs: dict[str, dict[str, list[float]]],
+    target: float | None,
+    method: str,
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The ratios of a pool() run (raw, ours, minimal typed, raw again) and their rows:
+    ours vs raw (the target), minimal typed vs raw (our decoding), ours vs minimal typed
+    (our client), raw vs raw (the noise floor), requests/s."""
+    us = " us"
+    cpu = {c: summary(r["cpu_us"]) for c, r in runs.items()}
+    ratios = {
+        "ours_vs_raw": _ratios(runs, OURS, RAW, "cpu_us"),
+        "minimal_vs_raw": _ratios(runs, MINIMAL, RAW, "cpu_us"),
+        "ours_vs_minimal": _ratios(runs, OURS, MINIMAL, "cpu_us"),
+    }
+    if RAW_AGAIN in runs:
+        ratios["noise_floor"] = _ratios(runs, RAW_AGAIN, RAW, "cpu_us")
+    ratio = ratios["ours_vs_raw"]
+    ok = None if target is None else ratio["median"] <= target
+    rows = [
+        _row(
+            f"{title}, {method}: CPU/request vs raw",
+            spread(cpu[OURS], 1, us, True),
+            f"raw {spread(cpu[RAW], 1, us, True)}",
+            spread(ratio, quartiles=True),
+            "-" if target is None else f"<= {target}x",
+            ok,
+        ),
+        _row(
+            f"{title}, {method}: minimal typed vs raw (our decoding)",
+            spread(cpu[MINIMAL], 1, us, True),
+            f"raw {spread(cpu[RAW], 1, us, True)}",
+            spread(ratios["minimal_vs_raw"], quartiles=True),
+            "-",
+            None,
+        ),
+        _row(
+            f"{title}, {method}: ours vs minimal typed (our client)",
+            spread(cpu[OURS], 1, us, True),
+            f"minimal {spread(cpu[MINIMAL], 1, us, True)}",
+            spread(ratios["ours_vs_minimal"], quartiles=True),
+            "-",
+            None,
+        ),
+    ]
+    if RAW_AGAIN in runs:
+        rows.append(
+            _row(
+                f"{title}, {method}: noise floor, raw vs raw in the same rounds",
+                "-",
+                f"raw {spread(cpu[RAW_AGAIN], 1, us, True)}",
+                spread(ratios["noise_floor"], quartiles=True),
+                "-",
+                None,
+            )
+        )
+    rows.append(
+        _row(
+            f"{title}, {method}: requests/s",
+            spread(summary(runs[OURS]["rps"]), 0, quartiles=True),
+            f"raw {spread(summary(runs[RAW]['rps']), 0, quartiles=True)}",
+            spread(_ratios(runs, OURS, RAW, "rps"), quartiles=True),
+            "-",
+            None,
+        )
+    )
+    result = {
+        "contenders": {c: {"cpu_us": cpu[c], "rps": summary(r["rps"])} for c, r in runs.items()},
+        "ratios": ratios,
+        "target": None if target is None else {"max_ratio_vs_raw": target},
+        "pass": ok,
+    }
+    return result, rows
+
+
+def _pool(
+    name: str, concurrency: int, ids: _calls.Ids, target: float | None, httpx: bool
+) -> Callable[[Config, ServerProcess], dict[str, Any]]:
+    """pool() calls in one event loop: raw, ours, the minimal typed client, raw again."""
+
+    def case(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+        chunk, rounds = cfg.pool_turn, cfg.overhead_rounds
+        which = f"{_calls.POOL_IDS} ids cycled" if ids == "cycle" else "a new id per call"
+        title = f"pool() x{rounds * 2 * chunk:,}, concurrency {concurrency}, {which}"
+        main: dict[str, Factory] = {
+            RAW: _contenders.RawAiohttp,
+            OURS: _contenders.Ours,
+            MINIMAL: _contenders.MinimalTyped,
+            RAW_AGAIN: _contenders.RawAiohttp,
+        }
+        runs = _interleaved(
+            main,
+            server,
+            "pool",
+            concurrency,
+            rounds,
+            dict.fromkeys(main, chunk),
+            cfg.warmup,
+            ids=ids,
+        )
+        result, rows = _pool_rows(title, runs, target, "one loop")
+        r = result["ratios"]
+        _log(
+            f"{name}: ours {spread(r['ours_vs_raw'], quartiles=True)} x raw, minimal typed"
+            f" {spread(r['minimal_vs_raw'], quartiles=True)} x raw, ours"
+            f" {spread(r['ours_vs_minimal'], quartiles=True)} x minimal; raw vs raw"
+            f" {spread(r['noise_floor'], quartiles=True)} ({rounds} rounds)"
+        )
+        if httpx:  # several times slower, only compared: fewer rounds, two-wave turns
+            side: dict[str, Factory] = {
+                RAW: _contenders.RawAiohttp,
+                HTTPX: _contenders.HttpxPydantic,
+            }
+            httpx_runs = _interleaved(
+                side,
+                server,
+                "pool",
+                concurrency,
+                cfg.httpx_rounds,
+                dict.fromkeys(side, max(64, 2 * concurrency)),
+                20,
+                ids=ids,
+            )
+            httpx_ratio = _ratios(httpx_runs, HTTPX, RAW, "cpu_us")
+            result["contenders"][HTTPX] = {
+                "cpu_us": summary(httpx_runs[HTTPX]["cpu_us"]),
+                "rps": summary(httpx_runs[HTTPX]["rps"]),
+                "cpu_ratio_vs_raw": httpx_ratio,
+                "rounds": cfg.httpx_rounds,
+            }
+            rows.append(
+                _row(
+                    f"{title}: httpx+pydantic CPU/request vs raw ({cfg.httpx_rounds} rounds)",
+                    "-",
+                    f"httpx {spread(result['contenders'][HTTPX]['cpu_us'], 1, ' us')}",
+                    spread(httpx_ratio),
+                    "-",
+                    None,
+                )
+            )
+        details = [
+            _detail(
+                f"{title} (vs raw)",
+                c,
+                f"{spread(v['cpu_us'], 1, ' us', True)} CPU/req,"
+                f" {spread(v['rps'], 0, quartiles=True)} req/s",
+                spread(_ratios(runs, c, RAW, "cpu_us"), quartiles=True)
+                if c in runs
+                else spread(v["cpu_ratio_vs_raw"]),
+            )
+            for c, v in result["contenders"].items()
+        ]
+        return {
+            "title": title,
+            "method": "every contender open in one event loop, interleaved turns",
+            "details": details,
+            "rounds": rounds,
+            "calls_per_turn": chunk,
+            "concurrency": concurrency,
+            "ids": ids,
+            "unit": "client CPU microseconds per request (time.process_time)",
+            **result,
+            "rows": rows,
+        }
+
+    return case
+
+
+def _pool_outside(cfg: Config, server: ServerProcess) -> dict[str, Any]:
+    """pool() from outside: each contender in its own process, loop and session
+    (``_outside``), raw twice a round (the noise floor); every (concurrency, ids) of
+    ``cfg.outside_runs``, the issue-23 targets on the cycled ids."""
+    kinds = {RAW: "raw", OURS: "ours", MINIMAL: "typed", RAW_AGAIN: "raw"}
+    runs_out: dict[str, Any] = {}
+    rows: list[dict[str, str]] = []
+    verdicts: list[bool] = []
+    for concurrency, ids in cfg.outside_runs:
+        assert ids in ("cycle", "new")
+        runs = _outside.measure(
+            kinds,
+            server.base_url,
+            lambda reset: server.stats(reset=reset),
+            concurrency,
+            cfg.outside_rounds,
+            cfg.outside_calls,
+            cfg.outside_warmup,
+            ids,  # type: ignore[arg-type]
+            cfg.client_cpu,
+            _log,
+        )
+        which = f"{_calls.POOL_IDS} ids cycled" if ids == "cycle" else "a new id per call"
+        title = f"pool() x{cfg.outside_calls:,} a process, concurrency {concurrency}, {which}"
+        target = POOL_TARGETS.get(concurrency) if ids == "cycle" else None
+        result, case_rows = _pool_rows(title, runs, target, "own processes")
+        r = result["ratios"]
+        _log(
+            f"pool-outside c{concurrency} {ids}: ours {spread(r['ours_vs_raw'], quartiles=True)}"
+            f" x raw, minimal typed {spread(r['minimal_vs_raw'], quartiles=True)} x raw,"
+            f" raw vs raw {spread(r['noise_floor'], quartiles=True)}"
+        )
+        if result["pass"] is not None:
+            verdicts.append(result["pass"])
+        runs_out[f"c{concurrency}-{ids}"] = {
+            "title": title,
+            "concurrency": concurrency,
+            "ids": ids,
+            "raw": runs,
+            **result,
+        }
+        rows.extend(case_rows)
+    return {
+        "title": "pool() from outside: each contender in its own process, loop and session",
+        "method": "a process per contender and round, order rotated each round",
+        "rounds": cfg.outside_rounds,
+        "calls": cfg.outside_calls,
+        "warmup": cfg.outside_warmup,
+        "unit": "client CPU microseconds per request (time.process_time of the child)",
+        "runs": runs_out,
+        "pass": all(verdicts) if verdicts else None,
+        "rows": rows,
+    }
 
 
 def _typed(
@@ -887,8 +1118,10 @@ def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
 
 
 CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
-    "pool-c1": _overhead("pool-c1", "pool() x{n:,}, concurrency 1", "pool", 1, 1.10),
-    "pool-c64": _overhead("pool-c64", "pool() x{n:,}, concurrency 64", "pool", 64, 1.10),
+    "pool-c1": _pool("pool-c1", 1, "cycle", POOL_TARGETS[1], httpx=True),
+    "pool-c64": _pool("pool-c64", 64, "cycle", POOL_TARGETS[64], httpx=True),
+    "pool-crawler-c64": _pool("pool-crawler-c64", 64, "new", None, httpx=False),
+    "pool-outside": _pool_outside,
     "orders": _overhead("orders", "orders() 100-order page x{n:,}", "orders", 1, 2.5),
     "orders-c8": _typed("orders-c8", "orders() 100-order pages, concurrency 8", 100, 8, 256, 0.85),
     "orders-10k": _typed("orders-10k", "orders() 10,000-order pages", 10_000, 1, 4, 0.8),

@@ -2,6 +2,10 @@
 
 * ``raw``: aiohttp + ``orjson.loads`` into plain dicts, URLs built with an f-string: the floor.
 * ``asyncapi_client``: :class:`asyncapi_client.Client` with its defaults.
+* ``minimal typed``: the least a typed client on public aiohttp APIs does: one coroutine a
+  call, ``async with`` a semaphore, ``async with session.get(url)``, the body decoded by
+  the decoder ``Client.pool`` uses. Against raw it is the cost of our decoding; ours against
+  it is the cost of our client (merging, deadline, retries, limiter, coalescing).
 * ``httpx+pydantic``: ``httpx.AsyncClient`` + pydantic v2 models that mirror ours (frozen,
   ``Decimal`` for numbers carried as text, tuples, our enums): the usual SDK stack.
 
@@ -11,9 +15,11 @@ msgspec (frozen ``Struct``), and ``orjson.loads`` (the floor).
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 from collections.abc import Callable
 from decimal import Decimal
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, Final, Protocol, Self
 
 import aiohttp
@@ -22,14 +28,18 @@ import msgspec
 import orjson
 import pydantic
 
+import asyncapi_client
 from asyncapi_client import Client, OrderStatus, Side, SyncClient
 from asyncapi_client._decode import ORDERS_PAGE, camel
+
+from ._calls import pool_decoder
 
 __all__ = [
     "DECODERS",
     "TYPED_CLIENTS",
     "BenchClient",
     "HttpxPydantic",
+    "MinimalTyped",
     "Ours",
     "RawAiohttp",
     "SyncOurs",
@@ -87,6 +97,40 @@ class RawAiohttp:
         if cursor:
             url += f"&cursor={cursor}"
         return await self._get(url)
+
+
+# --- a minimal typed client on public APIs --------------------------------------------------
+
+
+class MinimalTyped(RawAiohttp):
+    """The minimal typed client: public aiohttp APIs, a semaphore, our decoder.
+
+    One coroutine a call: ``async with`` an ``asyncio.Semaphore`` (100, our default
+    ``max_connections``), ``async with session.get(url)``, a status check, ``await
+    response.read()``, then the decoder ``Client.pool`` uses (:func:`decoders`).
+    """
+
+    def __init__(self, base_url: str, package: ModuleType = asyncapi_client) -> None:
+        super().__init__(base_url)
+        self._slots = asyncio.Semaphore(100)
+        self._pool = pool_decoder(package)
+        self._orders = importlib.import_module(package.__name__ + "._decode").ORDERS_PAGE
+
+    async def _typed(self, url: str, decode: Callable[[bytes], Any]) -> Any:
+        assert self._session is not None
+        async with self._slots, self._session.get(url) as response:
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}")
+            return decode(await response.read())
+
+    async def pool(self, pool_id: str) -> object:
+        return await self._typed(f"{self._api}/clob/pools/{pool_id}", self._pool)
+
+    async def orders(self, address: str, limit: int, cursor: str | None) -> object:
+        url = f"{self._api}/clob/users/{address}/orders?limit={limit}"
+        if cursor:
+            url += f"&cursor={cursor}"
+        return await self._typed(url, self._orders)
 
 
 # --- asyncapi_client ----------------------------------------------------------------------

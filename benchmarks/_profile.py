@@ -26,7 +26,7 @@ from typing import Any
 from asyncapi_client import Client
 from asyncapi_client._decode import ORDERS_PAGE
 
-from . import _stages
+from . import _calls, _stages
 from ._cases import _drive, decode_body
 from ._server import ServerProcess, pin_cores
 
@@ -76,10 +76,17 @@ def _profile_requests(operation: str, n: int, concurrency: int, top: int) -> Non
 
         async def run(profile: cProfile.Profile) -> float:
             async with Client(base_url=base, testnet_base_url=base) as client:
-                if operation == "pool":
+                if operation == "pool":  # the 64 cycled ids of pool-c1/pool-c64
                     call: Callable[[str], Any] = client.pool
-                    warm = [f"warm-{i}" for i in range(200)]
-                    args = [f"pool-{i:05d}" for i in range(n)]
+                    warm_lists = _calls.work(200, concurrency, "cycle")
+                    await _calls.drive(call, warm_lists, concurrency)
+                    lists = _calls.work(n, concurrency, "cycle")
+                    gc.collect()
+                    start = time.process_time()
+                    profile.enable()
+                    await _calls.drive(call, lists, concurrency)
+                    profile.disable()
+                    return time.process_time() - start
                 else:
 
                     def call(cursor: str) -> Any:

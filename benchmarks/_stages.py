@@ -12,8 +12,11 @@ The stages of ``ORDERS_PAGE`` (the accelerated path):
 
 * ``mirror``: msgspec parses the body into the mirror Structs (types and enums checked,
   decimals kept as text);
-* ``accelerated``: the mirror, then the generated function that builds the attrs models
-  and checks the decimal texts (the difference of the two is the building).
+* ``accelerated``: the mirror, the check of the decimal texts, then the fast build (attrs-made
+  builder subclasses and ``__class__`` assignment, on the CPython versions it was verified
+  on) that makes the attrs models; the difference of the two is the building;
+* ``accelerated, public build``: the same with ``msgspec.convert`` building the models (the
+  public path beside the fast build; what ASYNCAPI_CLIENT_PUBLIC_ONLY=1 selects).
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ def _stages(body: bytes) -> dict[str, Callable[[], object]]:
     mirror = mirrors[OrdersPage]
     stages["  mirror: msgspec -> Structs"] = lambda: mirror.decode(body)
     stages["  accelerated: mirror + build"] = lambda: accelerated(body)
+    public = _decode._accelerated(OrdersPage, fast=False)
+    if public is not None:
+        stages["  accelerated, public build"] = lambda: public(body)
     stages["ORDERS_PAGE.general(body)"] = lambda: _decode.ORDERS_PAGE.general(body)
     return stages
 

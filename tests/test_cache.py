@@ -357,8 +357,7 @@ async def test_stale_if_error_covers_5xx_429_and_connection_failures(
     async with client_for(server, cache) as client:
         client.set_testing(True, max_retries=0)
         await client.tokens()
-        # every request fails: a dropped kept-alive connection is resent once on a new one
-        # (the stale-connection resend), and that one must fail too
+        # Every answer fails: a drop on the kept-alive connection is resent once as stale.
         server.script("tokens", failure, repeat=True)
         clock.advance(30)
         assert (await client.with_response.tokens()).cache == "stale"

@@ -1,12 +1,12 @@
-"""The three decoding paths agree on every input.
+"""The two decoding paths agree on every input.
 
-The accelerated path (msgspec) and the generated fast path decode every response; the
-detailed converter only explains failures. If they ever disagreed, a body would be accepted
-that the contract rejects, or a valid body would fail with a path that names nothing. So:
-valid bodies give equal models on every path; a body with one field replaced by any JSON
-value (or removed) is either accepted by all, or refused with a DecodeError whose path is
-exactly that field; and the accelerated path never accepts what the general path refuses,
-nor gives a model that differs from it in any digit or type.
+The accelerated path (msgspec) decodes the bodies it can; the general path (orjson and the
+detailed cattrs converter) decodes the rest and explains every failure. If they ever
+disagreed, a body would be accepted that the contract rejects, or a valid body would fail
+with a path that names nothing. So: valid bodies give equal models on both paths; a body with
+one field replaced by any JSON value (or removed) is either accepted by both, or refused with
+a DecodeError whose path is exactly that field; and the accelerated path never accepts what
+the general path refuses, nor gives a model that differs from it in any digit or type.
 """
 
 from __future__ import annotations
@@ -18,15 +18,32 @@ from decimal import Decimal
 from typing import Any
 
 import attrs
+import msgspec
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncapi_client import DecodeError, Order, OrdersPage, OrderStatus, Pool, Side, Token
+from asyncapi_client import (
+    DecodeError,
+    Order,
+    OrdersPage,
+    OrderStatus,
+    Pool,
+    Side,
+    Token,
+    UserProfile,
+)
 from asyncapi_client import _decode as dec
 from tests import strategies as wire
-from tests._oracle import leaderboard_wire, market_wire, order_wire, pool_wire, token_wire
+from tests._oracle import (
+    leaderboard_wire,
+    market_wire,
+    order_wire,
+    pool_wire,
+    token_wire,
+    user_wire,
+)
 
 Key = str | int
 
@@ -105,10 +122,10 @@ def _agreement(decoder: dec.Decoder[Any], body: bytes) -> bool:
     return True
 
 
-def _fast_accepts(decoder: dec.Decoder[Any], data: dict[str, Any]) -> bool:
+def _general_accepts(decoder: dec.Decoder[Any], data: dict[str, Any]) -> bool:
     try:
-        decoder._structure(data)
-    except Exception:  # the fast path only says no; the detailed converter says why
+        decoder.general(orjson.dumps(data))
+    except DecodeError:
         return False
     return True
 
@@ -120,11 +137,11 @@ def test_valid_bodies_decode_like_the_detailed_converter(
     name: str, decoder: dec.Decoder[Any], strategy: Any, data: st.DataObject
 ) -> None:
     sent, expected = data.draw(strategy)
-    fast = decoder._structure(sent)
+    general = decoder.general(orjson.dumps(sent))
     ok, detailed = _detailed(decoder, sent)
     assert ok, detailed
-    assert fast == detailed
-    assert dec.to_wire(fast) == expected
+    assert dec.to_wire(detailed) == expected
+    assert general == (detailed if decoder.unwrap is None else decoder.unwrap(detailed))
     _agreement(decoder, orjson.dumps(sent))
 
 
@@ -149,7 +166,7 @@ def test_one_bad_field_is_refused_with_its_exact_path(
 
     _agreement(decoder, orjson.dumps(body))
     ok, detailed = _detailed(decoder, body)
-    if ok:  # the replacement happens to be valid: the fast path must accept it too
+    if ok:  # the replacement happens to be valid: both paths accept it
         result = decoder(orjson.dumps(body))
         unwrapped = detailed if decoder.unwrap is None else decoder.unwrap(detailed)
         assert result == unwrapped
@@ -216,7 +233,7 @@ def test_decimal_text_rules_are_the_same_on_both_paths(text: str, accepted: bool
     }
     data = {"orders": [order]}
     assert _detailed(dec.ORDERS_PAGE, data)[0] is accepted
-    assert _fast_accepts(dec.ORDERS_PAGE, data) is accepted
+    assert _general_accepts(dec.ORDERS_PAGE, data) is accepted
     body = orjson.dumps(data)
     if accepted:
         page = dec.ORDERS_PAGE(body)
@@ -228,7 +245,8 @@ def test_decimal_text_rules_are_the_same_on_both_paths(text: str, accepted: bool
 
 
 def test_decoded_instances_are_the_models_users_construct() -> None:
-    """The fast path fills slots directly; the result must be indistinguishable."""
+    """msgspec.convert builds the models without their __init__: the result must be
+    indistinguishable from the models users construct."""
     body = orjson.dumps(
         {
             "orders": [
@@ -446,3 +464,214 @@ def test_decimals_are_exact_whatever_the_callers_decimal_context() -> None:
     assert page.orders[0].size == Decimal(text)
     assert repr(page) == repr(general)
     assert _agreement(dec.ORDERS_PAGE, body)
+
+
+# --- no model is built behind its own __init__'s back ---------------------------------------
+
+
+def _instances(value: Any, counts: dict[type, int]) -> dict[type, int]:
+    """How many instances of each model class ``value`` holds (itself included)."""
+    if isinstance(value, tuple):
+        for item in value:
+            _instances(item, counts)
+    elif attrs.has(type(value)):
+        counts[type(value)] = counts.get(type(value), 0) + 1
+        for field in attrs.fields(type(value)):
+            _instances(getattr(value, field.name), counts)
+    return counts
+
+
+GOOD_BODIES: list[tuple[str, dec.Decoder[Any], bytes]] = [
+    ("tokens", dec.TOKENS, orjson.dumps({"tokens": [token_wire("A"), token_wire("B")]})),
+    ("markets", dec.MARKETS, orjson.dumps({"markets": [market_wire("t", "testnet")]})),
+    ("pool", dec.POOL, orjson.dumps(pool_wire("p", "mainnet"))),
+    (
+        "user",
+        dec.USER,
+        orjson.dumps(dict(user_wire("0xu", "mainnet"), orders=[order_wire(0, "u")])),
+    ),
+    ("orders", dec.ORDERS_PAGE, orjson.dumps(_orders(3))),
+    ("leaderboard", dec.LEADERBOARD_PAGE, orjson.dumps(leaderboard_wire({"page": "1"}))),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-build", "public-build"])
+@pytest.mark.parametrize(("name", "decoder", "body"), GOOD_BODIES, ids=[b[0] for b in GOOD_BODIES])
+def test_a_model_built_without_its_init_is_known_and_has_nothing_there_to_skip(
+    monkeypatch: pytest.MonkeyPatch, fast: bool, name: str, decoder: dec.Decoder[Any], body: bytes
+) -> None:
+    """Every decode path, with each model's __init__ counting its calls: a model with fewer
+    calls than instances was built without it, and must be one the import check covers and
+    has passed (no validator, converter, pre- or post-init that would have been skipped)."""
+    calls: dict[type, int] = {}
+
+    def counting(cls: type) -> Any:
+        init = cls.__dict__["__init__"]
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            calls[cls] = calls.get(cls, 0) + 1
+            init(self, *args, **kwargs)
+
+        return __init__
+
+    for cls in dec._MODELS:
+        monkeypatch.setattr(cls, "__init__", counting(cls))
+    # the general path: the converter builds every model by its __init__
+    general = dec._converter().structure(orjson.loads(body), decoder.cls)
+    assert calls == _instances(general, {})
+    accelerated = dec._accelerated(decoder.cls, fast=fast)
+    if accelerated is None:
+        return
+    calls.clear()
+    built = _instances(accelerated(body), {})
+    skipped = {cls for cls, count in built.items() if calls.get(cls, 0) < count}
+    assert skipped <= dec._BUILT_WITHOUT_INIT
+    for cls in skipped:
+        dec._check_built_without_init(cls)  # raises if it has work in __init__
+
+
+@pytest.mark.parametrize(
+    ("extra", "what"),
+    [
+        ({"price": attrs.field(validator=attrs.validators.instance_of(Decimal))}, "a validator"),
+        ({"price": attrs.field(converter=Decimal)}, "a converter"),
+        ({"__attrs_post_init__": lambda self: None}, "__attrs_post_init__"),
+        ({"__attrs_pre_init__": lambda self: None}, "__attrs_pre_init__"),
+    ],
+    ids=["validator", "converter", "post-init", "pre-init"],
+)
+def test_the_import_check_refuses_a_model_with_work_in_its_init(
+    extra: dict[str, Any], what: str
+) -> None:
+    """What would happen at import if a model the accelerated path builds grew a validator."""
+    namespace: dict[str, Any] = {"__annotations__": {"price": Decimal}, "price": attrs.field()}
+    namespace.update(extra)
+    model = attrs.frozen(slots=True)(type("Priced", (), namespace))
+    with pytest.raises(TypeError, match=f"Priced.*{what}"):
+        dec._check_built_without_init(model)
+    with pytest.raises(TypeError, match="Priced"):  # and a decoder for it is never made
+        dec._accelerated(model)
+
+
+def test_every_model_the_accelerated_path_builds_passed_the_check() -> None:
+    assert {Token, Order, OrdersPage, Pool} <= dec._BUILT_WITHOUT_INIT
+    assert UserProfile not in dec._BUILT_WITHOUT_INIT  # its converters run (general path)
+    for cls in dec._BUILT_WITHOUT_INIT:
+        dec._check_built_without_init(cls)
+
+
+# --- the fast build and the public build beside it --------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "decoder", "strategy"), CASES, ids=[c[0] for c in CASES])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_fast_and_the_public_build_give_the_same_models(
+    name: str, decoder: dec.Decoder[Any], strategy: Any, data: st.DataObject
+) -> None:
+    fast, public = dec._accelerated(decoder.cls, fast=True), dec._accelerated(decoder.cls, False)
+    if fast is None or public is None:
+        assert fast is public
+        return
+    sent, _ = data.draw(strategy)
+    body = orjson.dumps(sent)
+    verdicts = []
+    for accelerated in (fast, public):
+        try:
+            verdicts.append(repr(accelerated(body)))
+        except Exception:  # passed on to the general path
+            verdicts.append("passed on")
+    assert verdicts[0] == verdicts[1]
+
+
+def test_the_public_build_passes_on_what_a_callers_context_would_make_nan() -> None:
+    """msgspec.convert makes decimals in the caller's context: with InvalidOperation not
+    trapped, "1.2.3" would become NaN, so the public build leaves such bodies to the rules."""
+    public = dec._accelerated(OrdersPage, fast=False)
+    assert public is not None
+    body = orjson.dumps(_orders(1, size="1.2.3"))
+    with decimal.localcontext() as context:
+        context.traps[decimal.InvalidOperation] = False
+        with pytest.raises(dec._Refused):
+            public(body)
+        with pytest.raises(DecodeError) as caught:
+            dec.ORDERS_PAGE(body)
+    assert caught.value.path == "orders[0].size"
+    good = orjson.dumps(_orders(1))
+    assert public(good) == dec.ORDERS_PAGE.general(good)
+
+
+_WHICH_BUILD = """
+import sys
+from asyncapi_client import _decode
+print(_decode._FAST_BUILD)
+print(_decode.POOL(sys.argv[1].encode()).base_token.total_supply)
+"""
+
+
+@pytest.mark.parametrize(("env", "fast"), [("", True), ("1", False)])
+def test_the_fast_build_is_chosen_once_at_import_on_verified_pythons(env: str, fast: bool) -> None:
+    import os
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", _WHICH_BUILD, orjson.dumps(pool_wire("p", "mainnet")).decode()],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, dec.PUBLIC_ONLY_ENV: env},
+    )
+    verified = sys.implementation.name == "cpython" and sys.version_info[:2] in (
+        dec.FAST_BUILD_VERIFIED
+    )
+    assert run.stdout.split() == [str(fast and verified), token_wire("X")["totalSupply"]]
+
+
+# --- nesting: one bound, whatever the interpreter -------------------------------------------
+
+
+def _nested_body(depth: int, orders: int) -> bytes:
+    """An orders page whose unknown field ``x`` makes the body nest ``depth`` levels deep."""
+    inner = depth - 1  # the top object is level 1
+    page = orjson.dumps(_orders(orders))
+    return page[:-1] + b',"x":' + b"[" * inner + b"]" * inner + b"}"
+
+
+@pytest.mark.parametrize("orders", [0, 40], ids=["short-page", "long-page"])
+def test_a_body_nesting_past_max_depth_is_refused_on_every_path(orders: int) -> None:
+    at_bound = _nested_body(dec.MAX_DEPTH, orders)
+    past = _nested_body(dec.MAX_DEPTH + 1, orders)
+    assert len(past) >= dec._SHORT  # no body this deep is short enough to skip unknown values
+    for decode in (dec.ORDERS_PAGE, dec.ORDERS_PAGE.general):
+        assert len(decode(at_bound).orders) == orders
+        with pytest.raises(DecodeError) as caught:
+            decode(past)
+        assert caught.value.path is None  # not JSON we take: orjson's verdict
+
+
+def test_long_bodies_take_the_accelerated_path_unless_they_carry_unknown_fields() -> None:
+    accelerated = dec.ORDERS_PAGE._accelerated
+    assert accelerated is not None
+    long_page = orjson.dumps(_orders(40))
+    assert len(long_page) >= dec._SHORT
+    assert accelerated(long_page) == dec.ORDERS_PAGE.general(long_page)
+    with_unknown = orjson.dumps(dict(_orders(40), total=40))
+    with pytest.raises(msgspec.ValidationError, match="unknown field"):
+        accelerated(with_unknown)  # the general path decodes it (ignoring "total")
+    assert dec.ORDERS_PAGE(with_unknown) == dec.ORDERS_PAGE.general(long_page)
+    short = orjson.dumps({"orders": [], "cursor": "c", "total": [[1]]})
+    assert len(short) < dec._SHORT
+    assert accelerated(short).cursor == "c"  # short: unknown values skipped by msgspec
+
+
+def test_a_hostile_nesting_of_a_million_levels_is_a_decode_error() -> None:
+    """2 MB of brackets: refused by both parsers within their bounds (orjson before 3.9.15
+    had none and crashed the process), never a crash or a RecursionError."""
+    levels = 10**6
+    body = b'{"orders":[],"x":' + b"[" * levels + b"]" * levels + b"}"
+    for decode in (dec.ORDERS_PAGE, dec.ORDERS_PAGE.general):
+        with pytest.raises(DecodeError) as caught:
+            decode(body)
+        assert caught.value.path is None

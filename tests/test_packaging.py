@@ -8,13 +8,17 @@ import importlib.resources
 import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import orjson
+import pytest
 
 import asyncapi_client
 from tests._oracle import pool_json
 
 DIST = "asyncapi-client"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_version_matches_the_installed_metadata() -> None:
@@ -95,3 +99,39 @@ def test_starting_up_loads_no_metadata_and_builds_no_detailed_converter() -> Non
         timeout=60,
     )
     assert run.stdout.splitlines() == ["[]", "0"]
+
+
+def _make_variable(name: str) -> list[str]:
+    if not ROOT.joinpath("Makefile").is_file():  # an sdist ships the tests, not the Makefile
+        pytest.skip("no Makefile beside the tests")
+    found = re.search(rf"^{name}\s*\?=\s*(.*)$", ROOT.joinpath("Makefile").read_text(), re.M)
+    assert found is not None, name
+    return found.group(1).split()
+
+
+def test_the_classifiers_name_exactly_the_pythons_make_matrix_requires() -> None:
+    """A Python is claimed only where `make matrix` must find it and run the whole suite on it;
+    the floor of requires-python is the one the minimum set runs on."""
+    project = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text())["project"]
+    claimed = {
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
+    required = _make_variable("MATRIX_REQUIRED")
+    assert claimed == set(required)
+    (minimum,) = _make_variable("MATRIX_MINIMUM")
+    lowest = min(required, key=lambda v: tuple(map(int, v.split("."))))
+    assert project["requires-python"] == f">={minimum}"
+    assert minimum == lowest
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert running in set(required) | set(_make_variable("MATRIX_OPTIONAL"))
+
+
+def test_the_decoders_fast_build_is_verified_only_where_make_matrix_runs() -> None:
+    """A version-gated shortcut is "verified" on a Python only if `make matrix` must run the
+    suite there, both with it and (the public-only leg) without it."""
+    from asyncapi_client import _decode
+
+    verified = {f"{major}.{minor}" for major, minor in _decode.FAST_BUILD_VERIFIED}
+    assert verified <= set(_make_variable("MATRIX_REQUIRED"))
