@@ -30,6 +30,7 @@ import codecs
 import contextvars
 import errno
 import logging
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from ssl import SSLContext
@@ -57,6 +58,59 @@ __all__ = ["MAX_REDIRECTS", "AiohttpSender", "user_agent"]
 
 log: Final = logging.getLogger("asyncapi_client")
 
+# --- private shortcuts: chosen once, here, on the aiohttp and CPython versions verified ------
+#
+# Each has a public twin beside it, and the whole suite runs with both (``make matrix`` runs
+# it once with ASYNCAPI_CLIENT_PUBLIC_ONLY=1). What each is worth is measured alone in
+# benchmarks/ab-request-path.md; one that does not show outside the noise is not kept.
+
+#: The aiohttp releases (major, minor) the shortcuts were verified on.
+AIOHTTP_VERIFIED: Final = ((3, 14),)
+#: Set (to anything but "" or "0") to use only public APIs (the decoder reads it too).
+PUBLIC_ONLY_ENV: Final = "ASYNCAPI_CLIENT_PUBLIC_ONLY"
+
+
+def _aiohttp_release() -> tuple[int, ...]:
+    parts = []
+    for part in aiohttp.__version__.split(".")[:2]:
+        digits = "".join(c for c in part if c.isdigit()) or "0"
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+#: Whether the verified private shortcuts may be used at all.
+SHORTCUTS: Final = (
+    sys.implementation.name == "cpython"
+    and _aiohttp_release() in AIOHTTP_VERIFIED
+    and os.environ.get(PUBLIC_ONLY_ENV, "") in ("", "0")
+)
+#: ``await session._request(...)``, the coroutine ``session.get()`` wraps in a context
+#: manager whose ``__await__`` the interpreter resumes through a wrapper (our own session,
+#: no trace config). Public twin: ``await session.get(...)``.
+DIRECT_REQUEST: Final = SHORTCUTS and hasattr(aiohttp.ClientSession, "_request")
+#: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
+#: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
+#: Verified on CPython 3.11's asyncio. Public twin: ``acquire()`` and ``release()``.
+INLINE_SLOTS: Final = SHORTCUTS and sys.version_info[:2] == (3, 11)
+#: Our headers as the request class's ``DEFAULT_HEADERS`` (``request_class`` is public, the
+#: attribute is not documented): as session headers they are copied into each request one
+#: by one. Public twin: ``ClientSession(headers=...)``.
+DEFAULT_HEADERS_CLASS: Final = SHORTCUTS and isinstance(
+    getattr(aiohttp.ClientRequest, "DEFAULT_HEADERS", None), Mapping
+)
+#: aiohttp's resend after a dropped connection turned off with ``session._retry_connection``
+#: (as aiohttp's own test client does). Public twin: the ``_no_resend`` middleware, which
+#: costs a middleware chain per request.
+NO_RETRY_ATTRIBUTE: Final = SHORTCUTS and "_retry_connection" in getattr(
+    aiohttp.ClientSession, "ATTRS", ()
+)
+#: A caller's session keeps its own middlewares when ours are added per request: read from
+#: ``session._middlewares``. There is no public twin (aiohttp does not show a session's
+#: middlewares): without it ours are not added, the caller's are kept, and aiohttp resends
+#: a request once after a dropped connection (one attempt may be two requests), and the
+#: cache's validators are not sent (every revalidation is a full fetch).
+CALLER_MIDDLEWARES: Final = SHORTCUTS
+
 #: How much of an error body is read to show in StatusError.body.
 _ERROR_BODY_BYTES: Final = 64 * 1024
 #: Redirect hops followed within one attempt.
@@ -77,9 +131,13 @@ class _Dropped(aiohttp.ClientConnectionError):
 async def _no_resend(
     request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
 ) -> aiohttp.ClientResponse:
-    """A middleware for a caller's session: one attempt stays one request."""
+    """The innermost middleware of every session (ours, and a caller's per request): one
+    attempt stays one request, as aiohttp resends an idempotent request after a dropped
+    connection, but not after one raised as another type."""
     try:
         return await handler(request)
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError):
+        raise  # a connection never made: aiohttp does not resend after these
     except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
         raise _Dropped(str(exc)) from exc
 
@@ -191,6 +249,14 @@ def _redirect(current: URL, location: str) -> URL | str:
 _NO_URL: Final = URL()
 
 
+def _with_headers(headers: Mapping[str, str]) -> type[aiohttp.ClientRequest]:
+    """A request class that adds ``headers`` (ours and the caller's) as aiohttp adds its own
+    defaults (Accept-Encoding kept; the caller's Accept replaces aiohttp's)."""
+    defaults = CIMultiDict(aiohttp.ClientRequest.DEFAULT_HEADERS)
+    defaults.update(headers)
+    return type("_Request", (aiohttp.ClientRequest,), {"DEFAULT_HEADERS": defaults})
+
+
 class _NoCookies(aiohttp.CookieJar):
     """A jar that never stores a cookie (the client's own session keeps none), and so keeps
     aiohttp's fast path of an empty jar (``DummyCookieJar`` builds a new one per request)."""
@@ -200,15 +266,6 @@ class _NoCookies(aiohttp.CookieJar):
 
     def update_cookies_from_headers(self, headers: Sequence[str], response_url: URL) -> None:
         return None
-
-
-def _with_headers(headers: Mapping[str, str]) -> type[aiohttp.ClientRequest]:
-    """A request class that adds ``headers`` (ours and the caller's) as aiohttp adds its own
-    defaults (Accept-Encoding kept): as session headers they would be copied into each
-    request one by one, about 1 % of a small call's CPU."""
-    defaults = CIMultiDict(aiohttp.ClientRequest.DEFAULT_HEADERS)
-    defaults.update(headers)  # case-insensitive: the caller's Accept replaces aiohttp's
-    return type("_Request", (aiohttp.ClientRequest,), {"DEFAULT_HEADERS": defaults})
 
 
 def _translate(exc: BaseException, url: str, network: Network) -> ApiError:
@@ -317,6 +374,8 @@ class AiohttpSender:
             None
             if session is None
             else (*getattr(session, "_middlewares", ()), *self._extra_middlewares, _no_resend)
+            if CALLER_MIDDLEWARES
+            else None  # the caller's own are kept: aiohttp may resend after a drop
         )
         # The keywords of every GET. Our own session already has our headers and timeout
         # and no middlewares: passing them again per request only costs time.
@@ -341,19 +400,27 @@ class AiohttpSender:
     def open(self) -> aiohttp.ClientSession:
         """The session, created on first use (inside the running loop)."""
         if self.session is None:
-            self.session = aiohttp.ClientSession(
+            headers: dict[str, Any] = (
+                {"request_class": _with_headers(self._headers)}
+                if DEFAULT_HEADERS_CLASS
+                else {"headers": self._headers}
+            )
+            # One attempt, one request: no resend after a dropped connection (tests count
+            # requests to prove it).
+            no_resend = () if NO_RETRY_ATTRIBUTE else (_no_resend,)
+            session = aiohttp.ClientSession(
                 connector=_Connector(limit=self._max_connections, limit_per_host=0, ssl=self._ssl),
-                request_class=_with_headers(self._headers),
                 proxy=self._proxy,
                 trust_env=self._trust_env,
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
                 cookie_jar=_NoCookies(),
-                middlewares=self._extra_middlewares,
+                middlewares=(*self._extra_middlewares, *no_resend),  # the cache's validators
+                **headers,
             )
-            # One attempt, one request: no resend after a dropped connection (aiohttp's
-            # own test client turns it off the same way; tests count requests to prove it).
-            self.session._retry_connection = False
+            if NO_RETRY_ATTRIBUTE:
+                session._retry_connection = False
+            self.session = session
         return self.session
 
     async def close(self) -> None:
@@ -370,9 +437,7 @@ class AiohttpSender:
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         slots = self._slots
-        # Semaphore.acquire() without its coroutine when a slot is free and nobody queues
-        # (what acquire() itself checks first): the common case costs no await.
-        if slots._value > 0 and not slots._waiters:
+        if INLINE_SLOTS and slots._value > 0 and not slots._waiters:
             slots._value -= 1
         else:
             await slots.acquire()
@@ -398,7 +463,11 @@ class AiohttpSender:
                         # __await__ hands back a wrapper the interpreter resumes through a
                         # method call each time (measured: 3-4 % of a pool() call's CPU at
                         # concurrency 64).
-                        response = await session._request("GET", target, allow_redirects=False)
+                        response = await (
+                            session._request("GET", target, allow_redirects=False)
+                            if DIRECT_REQUEST
+                            else session.get(target, allow_redirects=False)
+                        )
                 except _DROPS as exc:
                     if resent or not _stale(exc):
                         raise
@@ -451,16 +520,20 @@ class AiohttpSender:
                 response.release()
                 await response.wait_for_close()
         except _FAILURES as exc:
-            raise _translate(exc, url, network) from exc
+            # the cause is aiohttp's own error, not the _Dropped our middleware wraps it in
+            dropped = isinstance(exc, _Dropped) and exc.__cause__ is not None
+            raise _translate(exc, url, network) from (exc.__cause__ if dropped else exc)
         except ApiError:
             raise
         except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
             raise _unreadable(exc, url, network) from exc
         finally:
-            # Semaphore.release() without its two calls when nobody waits for a slot.
-            slots._value += 1
-            if slots._waiters:
-                slots._wake_up_next()
+            if INLINE_SLOTS:
+                slots._value += 1
+                if slots._waiters:
+                    slots._wake_up_next()
+            else:
+                slots.release()
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(
             Reply, (status, response.headers, body, url if hops == 0 else str(target))

@@ -35,7 +35,6 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from ssl import SSLContext
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, overload
 from urllib.parse import quote
 
@@ -95,29 +94,6 @@ class _Restart:
 _RESTART: Final = _Restart()
 #: Not in flight (``_inflight`` holds None for a request in flight that nobody joined yet).
 _ABSENT: Final[Any] = object()
-
-
-class _NoDeadline:
-    """The scope of a call without a deadline: ``async with`` it does nothing."""
-
-    __slots__ = ()
-
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        return None
-
-    def expired(self) -> bool:
-        return False
-
-
-_NO_DEADLINE: Final = _NoDeadline()
 
 
 class _Call:
@@ -327,22 +303,32 @@ class Transport:
             inflight[request] = None
         started = time.monotonic()
         deadline = request.deadline
-        call = _Call(request, started, None if deadline is None else loop.time() + deadline)
-        scope = _NO_DEADLINE if call.expires is None else asyncio.timeout_at(call.expires)
+        expires = None if deadline is None else loop.time() + deadline
+        # The call's progress for the limiter and the retries: made once either is needed.
+        call: _Call | None = None
+        tries = attempts = 0
+        # ``async with scope`` around the loop, spelled out so that a call without a
+        # deadline pays nothing for it.
+        scope = None if expires is None else asyncio.timeout_at(expires)
         try:
             try:
-                async with scope:
+                if scope is not None:
+                    await scope.__aenter__()
+                try:
                     # The retry loop, the one way attempts are made.
                     local, sender = self._local, self._sender
                     failed: ApiError | None = None
                     while True:
-                        call.tries += 1
+                        tries += 1
                         try:
                             # The idle default limiter is not asked before a first attempt.
                             if failed is not None or local is None or not local.idle:
+                                if call is None:
+                                    call = _Call(request, started, expires)
+                                call.tries, call.attempts = tries, attempts
                                 await self._admit(call, failed)
-                            call.attempts += 1
-                            reply = await sender.send(request, call.attempts)
+                            attempts += 1
+                            reply = await sender.send(request, attempts)
                             try:
                                 decoded = request.decode(reply.body)
                             except DecodeError as exc:
@@ -355,31 +341,27 @@ class Transport:
                                 exc.__cause__ = failed  # the story of the call, attempt by attempt
                             failed = exc
                         # outside the except block: the error is no later one's __context__
+                        if call is None:
+                            call = _Call(request, started, expires)
+                        call.tries, call.attempts = tries, attempts
                         await self._after_failure(call, failed)
+                except BaseException as exc:
+                    if scope is not None:  # a cancellation by the deadline becomes TimeoutError
+                        await scope.__aexit__(type(exc), exc, exc.__traceback__)
+                    raise
+                if scope is not None:
+                    await scope.__aexit__(None, None, None)
             except TimeoutError as exc:
-                if not scope.expired():
+                if scope is None or not scope.expired():
                     raise
                 error = RequestTimeoutError(
                     f"the operation ran past its deadline of {deadline:g}s",
                     url=request.url,
                     network=request.network.value,
                 )
-                error.attempts = call.attempts
-                raise error from call.failed or exc  # the story so far; the timeout is __context__
-            outcome: Outcome[T] = tuple.__new__(
-                Outcome,
-                (
-                    decoded,
-                    reply.status,
-                    reply.headers,
-                    reply.body,
-                    reply.url,
-                    request.network,
-                    call.attempts,
-                    time.monotonic() - started,
-                    None,
-                ),
-            )
+                error.attempts = attempts
+                story = None if call is None else call.failed
+                raise error from story or exc  # the story so far; the timeout is __context__
         except BaseException as exc:
             if leader:
                 shared = self._inflight.pop(request)
@@ -390,10 +372,25 @@ class Transport:
                         shared.set_exception(exc)
                         shared.exception()  # retrieved: no "never retrieved" warning alone
             raise
-        if leader:
-            shared = self._inflight.pop(request)
-            if shared is not None and not shared.done():
-                shared.set_result(outcome)
+        shared = self._inflight.pop(request) if leader else None
+        if shared is None and value:
+            return decoded  # nobody joined and only the value is wanted: no Outcome made
+        outcome: Outcome[T] = tuple.__new__(
+            Outcome,
+            (
+                decoded,
+                reply.status,
+                reply.headers,
+                reply.body,
+                reply.url,
+                request.network,
+                attempts,
+                time.monotonic() - started,
+                None,
+            ),
+        )
+        if shared is not None and not shared.done():
+            shared.set_result(outcome)
         return decoded if value else outcome
 
     # --- the retry loop: after a failed attempt ---------------------------------------

@@ -35,7 +35,7 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._client import _identifier
-from asyncapi_client._http import AiohttpSender
+from asyncapi_client._http import CALLER_MIDDLEWARES, AiohttpSender
 from asyncapi_client._network import HostConfigError
 from asyncapi_client._operations import POOL
 from asyncapi_client._transport import encode_segment
@@ -210,6 +210,8 @@ async def test_a_redirect_without_location_is_a_status_error() -> None:
 async def test_a_server_that_drops_every_connection_sees_one_request_per_attempt(
     own_session: bool,
 ) -> None:
+    if not own_session and not CALLER_MIDDLEWARES:
+        pytest.skip("no public twin of session._middlewares: aiohttp's resend is not stopped")
     async with RawServer(default=close()) as server:
         session = None if own_session else aiohttp.ClientSession()
         try:
