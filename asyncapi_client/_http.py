@@ -41,6 +41,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from ._cache import CONDITIONAL
+from ._decode import PUBLIC_ONLY_ENV  # set: public APIs only, here as in the decoder
 from ._errors import (
     ApiError,
     RequestTimeoutError,
@@ -66,8 +67,6 @@ log: Final = logging.getLogger("asyncapi_client")
 
 #: The aiohttp releases (major, minor) the shortcuts were verified on.
 AIOHTTP_VERIFIED: Final = ((3, 14),)
-#: Set (to anything but "" or "0") to use only public APIs (the decoder reads it too).
-PUBLIC_ONLY_ENV: Final = "ASYNCAPI_CLIENT_PUBLIC_ONLY"
 
 
 def _aiohttp_release() -> tuple[int, ...]:
