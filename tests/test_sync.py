@@ -285,8 +285,10 @@ def test_a_walk_closed_from_the_clients_own_thread_is_refused_and_stays_usable(
 ) -> None:
     refused: list[RuntimeError] = []
     walks: list[SyncWalk[Order]] = []
+    made = threading.Event()  # the walk may fetch (and retry) before iter_orders returns
 
     def on_retry(event: RetryEvent) -> None:
+        assert made.wait(BOUND)
         try:
             walks[0].close()
         except RuntimeError as exc:
@@ -296,6 +298,7 @@ def test_a_walk_closed_from_the_clients_own_thread_is_refused_and_stays_usable(
     with SyncClient(base_url=server.base_url, on_retry=on_retry) as client:
         client.set_testing(True)
         walks.append(client.iter_orders(a_user(server), page_size=10))
+        made.set()
         first = next(walks[0])  # its first page was retried: on_retry tried to close it
         assert "own event loop thread" in str(refused[0])
         assert next(walks[0]) != first  # not closed: it goes on
