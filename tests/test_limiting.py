@@ -19,6 +19,7 @@ from asyncapi_client import (
     LimiterError,
     LocalLimiter,
     Network,
+    NetworkName,
     Rate,
     RateLimitError,
     RetryEvent,
@@ -49,9 +50,9 @@ class Recording(LocalLimiter):
         self.calls.append(("held", network.value))
         return await super().held(network)
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         self.calls.append(("hold", network.value, f"{seconds:g}"))
-        await super().hold(network, seconds)
+        await super().hold(network, seconds, retry_after)
 
     def asked(self, what: str) -> int:
         return sum(1 for call in self.calls if call[0] == what)
@@ -80,6 +81,9 @@ class Broken:
         return 0.0
 
     async def hold(self, network: Network, seconds: float) -> None:
+        return None
+
+    async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
         return None
 
     async def aclose(self) -> None:
@@ -232,7 +236,7 @@ async def test_a_limiter_that_stays_down_fails_with_a_limiter_error_naming_it() 
 class CannotHold(Recording):
     """A limiter that answers acquire() but whose store refuses every hold."""
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         self.calls.append(("hold", network.value, f"{seconds:g}"))
         raise ConnectionRefusedError("store unreachable")
 
