@@ -24,6 +24,7 @@ from asyncapi_client import (
     Network,
     Rate,
     RateLimitError,
+    RequestTimeoutError,
     RetryEvent,
     TransportError,
 )
@@ -330,7 +331,59 @@ async def test_a_429_with_a_huge_retry_after_through_redis_is_one_request(
         assert info.value.attempts == 1
         assert len(server.requests) == 1
         ttl = await redis_client.pttl(limiter.keys(MAIN)[0])
-        assert 0 < ttl <= MAX_HOLD * 1000 + EXPIRY_MARGIN_MS
+        assert 50_000 < ttl <= 60_000 + EXPIRY_MARGIN_MS  # retry_after_cap, not a day
+        assert await redis_client.get(limiter.keys(MAIN)[1]) == retry_after.encode()
+
+
+async def test_a_huge_retry_after_holds_the_fleet_for_the_cap_only(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    """Two members (each its own limiter and client): one meets ``Retry-After: 10**9``
+    and raises at once; the other is held for the cap (1 s) and says what the server sent."""
+    rates = [Rate(100, 1.0)]
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(redis_url, rates, name="cap") as one,
+        RedisLimiter(redis_url, rates, name="cap") as other,
+        Client(base_url=server.base_url, limiter=one, retry_after_cap=1.0) as first,
+        Client(base_url=server.base_url, limiter=other, retry_after_cap=1.0) as second,
+    ):
+        server.script("tokens", Reply(429, headers={"Retry-After": "1000000000"}))
+        with pytest.raises(RateLimitError, match="1000000000s") as refused:
+            await first.tokens()
+        assert refused.value.attempts == 1
+        assert 0 < await redis_client.pttl(one.keys(MAIN)[0]) <= 1000 + EXPIRY_MARGIN_MS
+        with pytest.raises(RequestTimeoutError) as timed_out:
+            await second.tokens(deadline=0.5)
+        assert timed_out.value.attempts == 0
+        assert "a 429 hold (the server sent Retry-After: 1000000000)" in str(timed_out.value)
+        await second.tokens()  # waits the hold out: 1 s, not 10**9 s, nor a day
+    limited, after = server.requests
+    assert limited.answered_at is not None
+    assert 1.0 - 0.05 <= after.time - limited.answered_at < 1.0 + 0.5
+
+
+async def test_clear_hold_ends_the_fleets_hold_for_every_member(redis_url: str) -> None:
+    rates = [Rate(100, 1.0)]
+    async with (
+        RedisLimiter(redis_url, rates, name="clear") as one,
+        RedisLimiter(redis_url, rates, name="clear") as other,
+    ):
+        for network in Network:
+            await one.hold(network, 60.0, "60")
+        await other.clear_hold("testnet")  # one network, by name
+        assert await one.held(Network.TESTNET) == 0.0
+        assert await one.held(MAIN) > 50.0
+        await other.clear_hold()  # every network
+        assert await one.held(MAIN) == 0.0
+        assert (await one.acquire("pool", MAIN)).wait == 0.0
+        await one.hold(MAIN, 60.0)  # a hold after a clear holds again, without a value
+        admission = await other.acquire("pool", MAIN)
+        assert (admission.reserved, admission.retry_after) == (False, None)
+        with pytest.raises(ValueError, match="unknown network"):
+            await one.clear_hold("main")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="is closed"):
+        await one.clear_hold()
 
 
 # --- expiry ---------------------------------------------------------------------------------
@@ -410,6 +463,23 @@ async def test_unreachable_redis_is_a_limiter_error_naming_the_limiter() -> None
                 assert "s3cret" not in str(info.value) + info.value.limiter
                 assert info.value.network == "mainnet"
     assert not other_tasks()
+
+
+async def test_a_deadline_while_redis_is_down_names_the_limiter_and_its_failure() -> None:
+    """The bot's log line says what is wrong, not only ``__cause__``."""
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(f"redis://127.0.0.1:{_closed_port()}/0", [Rate(5, 1.0)], name="down") as lim,
+        Client(base_url=server.base_url, limiter=lim, deadline=1.0) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.tokens()
+    error = caught.value
+    assert error.attempts == 0
+    assert f"the limiter {lim!r} could not be reached" in str(error)
+    assert "the fleet limiter's Redis failed: ConnectionError" in str(error)
+    assert isinstance(error.__cause__, LimiterError)
+    assert server.requests == []
 
 
 def _closed_port() -> int:

@@ -22,6 +22,7 @@ from asyncapi_client import (
     NetworkName,
     Rate,
     RateLimitError,
+    RequestTimeoutError,
     RetryEvent,
 )
 from tests._checks import settled, stray_tasks
@@ -304,3 +305,36 @@ async def test_closing_a_client_leaves_its_limiter_alone() -> None:
                 await client.pool("p1")
     assert limiter.closed is False
     assert server.count == 2
+
+
+async def test_a_deadline_that_ends_while_the_limiter_hangs_names_it() -> None:
+    limiter = Broken(failures=1, hang=True)
+    async with (
+        RawServer() as server,
+        Client(base_url=server.base_url, limiter=limiter, timeout=5.0, deadline=0.3) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.pool("p1")
+    error = caught.value
+    assert "ran past its deadline of 0.3s" in str(error)
+    assert "waiting for the limiter Broken(redis://127.0.0.1:1) to answer" in str(error)
+    assert error.attempts == 0
+    assert server.count == 0
+
+
+async def test_a_deadline_before_the_retry_of_a_failed_limiter_names_its_failure() -> None:
+    limiter = Broken(failures=100)
+    async with (
+        RawServer() as server,
+        Client(base_url=server.base_url, limiter=limiter, deadline=0.01) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.pool("p1")
+    error = caught.value
+    assert "deadline" in str(error)  # (the wait before the retry, or past it: random)
+    assert (
+        "the limiter could not be reached: the limiter Broken(redis://127.0.0.1:1) failed: "
+        "ConnectionRefusedError: store unreachable"
+    ) in str(error)
+    assert error.attempts == 0
+    assert server.count == 0
