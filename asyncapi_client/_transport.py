@@ -79,6 +79,9 @@ log: Final = logging.getLogger("asyncapi_client")
 _ERROR_BODY_BYTES: Final = 64 * 1024
 #: Redirect hops followed within one attempt.
 MAX_REDIRECTS: Final = 5
+#: Slots one attempt gives up for reaching them later than the limiter's margin; then it
+#: goes late (a process that is always late must not stop itself).
+MAX_LATE: Final = 2
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
 
@@ -279,6 +282,13 @@ class Transport:
         self._max_response_bytes = max_response_bytes
         self._coalesce = coalesce
         self.limiter = limiter
+        # A limiter's margin (s): a slot reached later than that is given up (None: never).
+        margin = getattr(limiter, "margin", None)
+        self._margin: float | None = (
+            float(margin)
+            if isinstance(margin, int | float) and not isinstance(margin, bool) and margin > 0
+            else None
+        )
         # Does the limiter keep the server's Retry-After with a hold (for its messages)?
         self._hold_keeps_retry_after = _takes_retry_after(limiter.hold)
         # The idle default limiter (no rates, no hold) is not asked before a first attempt.
@@ -613,12 +623,18 @@ class Transport:
         nothing is sent inside a hold nor in a burst when it ends. Inside a hold the limiter
         reserves nothing (``reserved`` False): ask again when it ends, or every
         :data:`HOLD_RECHECK` s, so a hold ended early (``clear_hold()``) lets the call go.
+        A slot this process reaches more than the limiter's ``margin`` late (it was not
+        scheduled, or the answer was slow) is given up too, at most :data:`MAX_LATE` times
+        a call: sent that late, it could land among the next window's requests.
         """
         request = call.request
         limiter = self.limiter
         loop = asyncio.get_running_loop()
         cap = (self.testing or self.retry).retry_after_cap
+        margin = self._margin
+        late = 0  # slots given up for lateness
         while True:
+            asked = loop.time()
             admission: Admission = await self._ask(
                 call, limiter.acquire(request.operation, request.network), failed
             )
@@ -635,7 +651,10 @@ class Transport:
                 raise _refused(error, call, failed)
             wait = admission.wait
             if wait <= 0:
-                return
+                if margin is None or loop.time() - asked <= margin or late == MAX_LATE:
+                    return
+                late += 1
+                continue
             if call.expires is not None and loop.time() + wait >= call.expires:
                 what = _hold_text(admission) if held > 0 else "the limiter's rate limit"
                 error = RequestTimeoutError(
@@ -649,8 +668,11 @@ class Transport:
                 continue
             await asyncio.sleep(wait)
             held = await self._ask(call, limiter.held(request.network), failed)
-            if held <= 0:
+            if held > 0:
+                continue
+            if margin is None or loop.time() - (asked + wait) <= margin or late == MAX_LATE:
                 return
+            late += 1
 
     async def _ask(self, call: _Call, question: Awaitable[T], failed: ApiError | None) -> T:
         """One call to the limiter, bounded by the attempt's timeout; any failure of it

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from asyncapi_client import Rate
 
-__all__ = ["most_in_any_window", "throughput_floor"]
+__all__ = ["most_in_any_window", "throughput_floor", "timeline"]
 
 
 def most_in_any_window(times: Sequence[float], seconds: float) -> int:
@@ -31,3 +31,12 @@ def throughput_floor(rate: Rate, margin: float, times: Sequence[float]) -> float
         return 0.0
     elapsed = max(times) - min(times)
     return rate.count * elapsed / (rate.seconds + margin) - rate.count
+
+
+def timeline(times: Sequence[float], labels: Sequence[str] | None = None) -> str:
+    """``times`` from the first, in ms, each with its label: a failed bound's whole story."""
+    if not times:
+        return "(none)"
+    pairs = sorted(zip(times, labels or [""] * len(times), strict=True))
+    first = pairs[0][0]
+    return " ".join(f"{(t - first) * 1000:.0f}{label}" for t, label in pairs)

@@ -25,7 +25,7 @@ from asyncapi_client import Client, Network, Rate
 from asyncapi_client._limiters import DEFAULT_MARGIN, HOLD_RECHECK
 from asyncapi_client.fleet import RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
-from tests._windows import most_in_any_window, throughput_floor
+from tests._windows import most_in_any_window, throughput_floor, timeline
 
 if TYPE_CHECKING:
     from tests._redis import RedisServer
@@ -201,10 +201,11 @@ async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
     log = [r for r in server.requests[before:] if r.operation == "tokens"]
     landed = sorted(r.time for r in log)
     assert all(r.status == 200 for r in log)
+    story = timeline([r.time for r in log], [f"w{worker_of(r)}" for r in log])
     # the server's own clock: never more than count in a window (+1 for clocks)
-    assert most_in_any_window(landed, QUOTA.seconds) <= QUOTA.count + 1, landed
+    assert most_in_any_window(landed, QUOTA.seconds) <= QUOTA.count + 1, story
     # the quota was used
-    assert len(log) >= throughput_floor(QUOTA, DEFAULT_MARGIN, landed), landed
+    assert len(log) >= throughput_floor(QUOTA, DEFAULT_MARGIN, landed), story
     assert len(log) >= 4 * QUOTA.count  # the run spanned several windows
     # every worker got its share (first come, first served: no starvation)
     per_worker = Counter(worker_of(r) for r in log)

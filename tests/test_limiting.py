@@ -9,6 +9,7 @@ appears during a wait, a limiter that fails or hangs, and what closing leaves al
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -338,3 +339,62 @@ async def test_a_deadline_before_the_retry_of_a_failed_limiter_names_its_failure
     ) in str(error)
     assert error.attempts == 0
     assert server.count == 0
+
+
+def stall(seconds: float) -> None:
+    """Block the whole process, as a machine that does not schedule it would."""
+    time.sleep(seconds)
+
+
+class Stalled(Recording):
+    """A LocalLimiter whose answers come ``stall`` seconds after it decided (a process that
+    was not scheduled, or a slow store), with a margin to leave room for jitter."""
+
+    def __init__(self, stall: float, margin: float) -> None:
+        super().__init__([Rate(100, 1.0)])
+        self.stall = stall
+        self.margin = margin
+
+    async def acquire(self, operation: str, network: Network) -> Admission:
+        admission = await super().acquire(operation, network)
+        stall(self.stall)  # the answer reaches the process late
+        return admission
+
+
+@pytest.mark.parametrize(
+    ("stall", "margin", "asked"),
+    [
+        (0.0, 0.05, 1),  # on time: one question
+        (0.08, 0.05, 3),  # later than the margin: the slot is given up, twice at most
+        (0.08, 0.0, 1),  # margin 0: the limiter's own clock only, no check
+    ],
+)
+async def test_a_slot_reached_later_than_the_margin_is_given_up(
+    stall: float, margin: float, asked: int
+) -> None:
+    limiter = Stalled(stall, margin)
+    async with (
+        RawServer(default=respond(200, pool_json("p1"))) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        response = await client.with_response.pool("p1")
+    assert limiter.asked("acquire") == asked
+    assert response.attempts == 1
+    assert server.count == 1
+
+
+async def test_a_wait_overslept_by_more_than_the_margin_gives_the_slot_up() -> None:
+    """The process stalls while the call sleeps for its slot: woken that late, it asks again."""
+    limiter = Recording([Rate(1, 0.2)])
+    assert limiter.margin == 0.05
+    async with (
+        RawServer(default=respond(200, pool_json("p1"))) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        await client.pool("p1")  # the first slot
+        loop = asyncio.get_running_loop()
+        # the loop is blocked for 0.3 s while the second call sleeps for its slot (0.25 s)
+        loop.call_later(0.05, stall, 0.3)
+        await client.pool("p2")
+    assert limiter.asked("acquire") == 3  # the first call, then twice for the second
+    assert server.count == 2
