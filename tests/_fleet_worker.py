@@ -5,7 +5,7 @@ JSON line on stdin (a run: the start signal too, so the workers of a fleet start
 keeps ``concurrency`` calls of ``tokens`` going for ``seconds`` through a new RedisLimiter and
 Client on a new event loop, and prints one JSON line: its successes, its errors by class and
 the first message of each class. ``margin`` and ``retry_after_cap`` are optional (the library's
-defaults when absent).
+defaults when absent); ``start`` (``time.monotonic()``) is when every worker starts calling.
 """
 
 from __future__ import annotations
@@ -58,7 +58,13 @@ async def hammer(config: dict[str, Any]) -> dict[str, Any]:
         # Warm up (connections to Redis and to the server, the script loaded) on another
         # operation, so the measured run is not skewed by one slow first request per worker.
         await client.leaderboard()
-        end = loop.time() + config["seconds"]
+        # Every worker calls from the same moment to the same end (``start`` is on the
+        # machine's monotonic clock, which every process shares): a worker slow to start on
+        # a loaded machine neither runs alone after the others nor stretches the run.
+        start = config.get("start", loop.time())
+        if start > loop.time():
+            await asyncio.sleep(start - loop.time())  # the fleet's start time, not a sync
+        end = start + config["seconds"]
         callers = [asyncio.create_task(caller(client)) for _ in range(config["concurrency"])]
         # A caller may be waiting for a slot past the end: the run stops there, cancelling it.
         await asyncio.wait(callers, timeout=max(0.0, end - loop.time()))

@@ -69,4 +69,4 @@ async def test_a_local_limiter_holds_at_the_server_under_bursts_of_callers() -> 
     story = timeline(landed)
     assert most_in_any_window(landed, RATE.seconds) <= RATE.count + 1, story
     assert len(landed) >= throughput_floor(RATE, limiter.margin, landed), story
-    assert len(landed) >= 4 * RATE.count  # the run really spanned several windows
+    assert len(landed) >= 3 * RATE.count, story  # the run spanned several windows
