@@ -6,8 +6,9 @@ async with limiter, Client(base_url=..., limiter=limiter) as client:
 
 Every acquisition is one atomic Lua script that reads the Redis server's clock (``TIME``,
 never the caller's), applies the reservation rule of :func:`~asyncapi_client._limiters.
-earliest_start` to every rate at once, writes the reservation and returns the wait; the
-client sleeps it (the limiter never sleeps and never polls). Every key it writes expires.
+earliest_start` to every rate at once (each window widened by the margin, a burst paced
+over it), writes the reservation and returns the wait; the client sleeps it (the limiter
+never sleeps). Inside a 429 hold it reserves nothing. Every key it writes expires.
 Needs the extra: ``pip install 'asyncapi-client[redis]'``.
 """
 
