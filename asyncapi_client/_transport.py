@@ -79,8 +79,8 @@ log: Final = logging.getLogger("asyncapi_client")
 _ERROR_BODY_BYTES: Final = 64 * 1024
 #: Redirect hops followed within one attempt.
 MAX_REDIRECTS: Final = 5
-#: Slots one attempt gives up for reaching them later than the limiter's margin; then it
-#: goes late (a process that is always late must not stop itself).
+#: Slots one attempt gives up for waking up later than the limiter's margin; then it goes
+#: late (a process that is always late must not stop itself).
 MAX_LATE: Final = 2
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
 
@@ -623,9 +623,9 @@ class Transport:
         nothing is sent inside a hold nor in a burst when it ends. Inside a hold the limiter
         reserves nothing (``reserved`` False): ask again when it ends, or every
         :data:`HOLD_RECHECK` s, so a hold ended early (``clear_hold()``) lets the call go.
-        A slot this process reaches more than the limiter's ``margin`` late (it was not
-        scheduled, or the answer was slow) is given up too, at most :data:`MAX_LATE` times
-        a call: sent that late, it could land among the next window's requests.
+        A slot this process wakes up for more than the limiter's ``margin`` late (it was not
+        scheduled in time) is given up too, at most :data:`MAX_LATE` times a call: sent that
+        late, it could land among the next window's requests.
         """
         request = call.request
         limiter = self.limiter
@@ -634,10 +634,10 @@ class Transport:
         margin = self._margin
         late = 0  # slots given up for lateness
         while True:
-            asked = loop.time()
             admission: Admission = await self._ask(
                 call, limiter.acquire(request.operation, request.network), failed
             )
+            answered = loop.time()
             held = admission.held
             if held > cap:
                 error: ApiError = RateLimitError(
@@ -651,10 +651,7 @@ class Transport:
                 raise _refused(error, call, failed)
             wait = admission.wait
             if wait <= 0:
-                if margin is None or loop.time() - asked <= margin or late == MAX_LATE:
-                    return
-                late += 1
-                continue
+                return
             if call.expires is not None and loop.time() + wait >= call.expires:
                 what = _hold_text(admission) if held > 0 else "the limiter's rate limit"
                 error = RequestTimeoutError(
@@ -670,7 +667,7 @@ class Transport:
             held = await self._ask(call, limiter.held(request.network), failed)
             if held > 0:
                 continue
-            if margin is None or loop.time() - (asked + wait) <= margin or late == MAX_LATE:
+            if margin is None or loop.time() - (answered + wait) <= margin or late == MAX_LATE:
                 return
             late += 1
 

@@ -40,8 +40,8 @@ async def _no_stray_tasks() -> AsyncIterator[None]:
 class Recording(LocalLimiter):
     """A LocalLimiter that records every question the client asks it."""
 
-    def __init__(self, rates: list[Rate] | None = None) -> None:
-        super().__init__(rates or [])
+    def __init__(self, rates: list[Rate] | None = None, margin: float = 0.05) -> None:
+        super().__init__(rates or [], margin=margin)
         self.calls: list[tuple[str, ...]] = []
 
     async def acquire(self, operation: str, network: Network) -> Admission:
@@ -346,55 +346,44 @@ def stall(seconds: float) -> None:
     time.sleep(seconds)
 
 
-class Stalled(Recording):
-    """A LocalLimiter whose answers come ``stall`` seconds after it decided (a process that
-    was not scheduled, or a slow store), with a margin to leave room for jitter."""
-
-    def __init__(self, stall: float, margin: float) -> None:
-        super().__init__([Rate(100, 1.0)])
-        self.stall = stall
-        self.margin = margin
-
-    async def acquire(self, operation: str, network: Network) -> Admission:
-        admission = await super().acquire(operation, network)
-        stall(self.stall)  # the answer reaches the process late
-        return admission
-
-
 @pytest.mark.parametrize(
-    ("stall", "margin", "asked"),
+    ("blocked", "margin", "asked"),
     [
-        (0.0, 0.05, 1),  # on time: one question
-        (0.08, 0.05, 3),  # later than the margin: the slot is given up, twice at most
-        (0.08, 0.0, 1),  # margin 0: the limiter's own clock only, no check
+        (0.0, 0.05, 2),  # on time: one question a call
+        (0.3, 0.05, 3),  # woken 0.1 s late, more than the margin: the slot is given up
+        (0.3, 0.0, 2),  # margin 0: the limiter's own clock only, no check
     ],
 )
-async def test_a_slot_reached_later_than_the_margin_is_given_up(
-    stall: float, margin: float, asked: int
+async def test_a_wait_overslept_by_more_than_the_margin_gives_the_slot_up(
+    blocked: float, margin: float, asked: int
 ) -> None:
-    limiter = Stalled(stall, margin)
-    async with (
-        RawServer(default=respond(200, pool_json("p1"))) as server,
-        Client(base_url=server.base_url, limiter=limiter) as client,
-    ):
-        response = await client.with_response.pool("p1")
-    assert limiter.asked("acquire") == asked
-    assert response.attempts == 1
-    assert server.count == 1
-
-
-async def test_a_wait_overslept_by_more_than_the_margin_gives_the_slot_up() -> None:
-    """The process stalls while the call sleeps for its slot: woken that late, it asks again."""
-    limiter = Recording([Rate(1, 0.2)])
-    assert limiter.margin == 0.05
+    """The process stalls while the call sleeps for its slot: woken that late, it asks again
+    rather than sending among the next window's requests."""
+    limiter = Recording([Rate(1, 0.2)], margin=margin)
     async with (
         RawServer(default=respond(200, pool_json("p1"))) as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
         await client.pool("p1")  # the first slot
         loop = asyncio.get_running_loop()
-        # the loop is blocked for 0.3 s while the second call sleeps for its slot (0.25 s)
-        loop.call_later(0.05, stall, 0.3)
+        # the loop is blocked while the second call sleeps for its slot (0.2 s + margin)
+        loop.call_later(0.05, stall, blocked)
         await client.pool("p2")
-    assert limiter.asked("acquire") == 3  # the first call, then twice for the second
+    assert limiter.asked("acquire") == asked
+    assert server.count == 2
+
+
+async def test_a_process_always_late_still_sends_after_two_slots_given_up() -> None:
+    limiter = Recording([Rate(1, 0.3)])  # a slot every 0.35 s
+    async with (
+        RawServer(default=respond(200, pool_json("p1"))) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        await client.pool("p1")
+        loop = asyncio.get_running_loop()
+        # every wait for a slot (until 0.35, 0.7, 1.05 s) is overslept by 0.1 s
+        for delay, seconds in ((0.05, 0.4), (0.5, 0.3), (0.85, 0.3)):
+            loop.call_later(delay, stall, seconds)
+        await client.pool("p2")
+    assert limiter.asked("acquire") == 4  # the first call; the second: two given up, then sent
     assert server.count == 2
