@@ -121,6 +121,8 @@ class Limiter(Protocol):
     calls ``acquire``, ``held`` and ``hold`` only: a limiter written before ``clear_hold``
     existed still works. A ``hold`` that also takes ``retry_after=`` (a str or None) is
     handed the server's header, as sent, to show in the messages of the requests it holds.
+    A ``margin`` attribute (seconds > 0) has the client give up a slot it woke up for more
+    than that late, and ask again.
     """
 
     async def acquire(self, operation: str, network: Network) -> Admission:
