@@ -8,7 +8,8 @@ path and nothing waits). Rounds are interleaved (local 0, local 0.05, redis 0, r
 ...); per round, one contender's CPU and wall time per request are divided by another's.
 
 ``python -m benchmarks._fleet [--quick]``: the margin's effect at the server. Bursts of
-callers at margin 0, 0.05 and 0.1, the fake exchange stamping each request as it arrives:
+callers at margin 0, 0.05 and 0.1, a loopback server logging the kernel's arrival time of
+each request (``tests/_arrivals.py``, immune to the server process waiting for a CPU):
 one process (a ``LocalLimiter``, 30 callers at ``Rate(10, 0.5)``) and four processes (a
 ``RedisLimiter`` each on one redis-server, 40 callers at ``Rate(20, 1.0)``). Per run: the
 most arrivals in any closed window of ``seconds`` at the server (every request counted),
@@ -34,7 +35,7 @@ import orjson
 
 from asyncapi_client import ApiError, Client, LocalLimiter, Network, Rate
 from asyncapi_client.fleet import RedisLimiter
-from asyncapi_client.testing import FakeExchange, FakeServer
+from tests._arrivals import ArrivalServer
 from tests._redis import RedisServer
 from tests._windows import most_in_any_window
 
@@ -210,10 +211,10 @@ def _landed(
     }
 
 
-async def _single(server: FakeServer, margin: float) -> list[float]:
+async def _single(server: ArrivalServer, margin: float) -> list[float]:
     rate, callers, seconds = SINGLE
     limiter = LocalLimiter([rate], margin=margin)
-    before = len(server.requests)
+    before = len(server.arrivals)
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
     async with Client(base_url=server.base_url, limiter=limiter, coalesce=False) as client:
@@ -230,7 +231,7 @@ async def _single(server: FakeServer, margin: float) -> list[float]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return [r.time for r in server.requests[before:]]
+    return [arrival.time for arrival in server.arrivals[before:]]
 
 
 async def _measure(rounds: int) -> dict[str, Any]:
@@ -245,40 +246,41 @@ async def _measure(rounds: int) -> dict[str, Any]:
         try:
             workers.wait_ready()
             assert redis_server.process is not None
-            async with FakeServer(FakeExchange.generate(seed=5)) as server:
-                with prioritized(os.getpid(), redis_server.process.pid):
-                    for r in range(rounds):
-                        for margin in MARGINS:
-                            rate = SINGLE[0]
-                            times = await _single(server, margin)
-                            seen = _landed(times, [times], rate, margin)
-                            single[margin].append(seen)
-                            print(f"  single round {r + 1}: {seen}", file=sys.stderr, flush=True)
-                        for margin in MARGINS:
-                            rate, concurrency, seconds = FLEET
-                            before = len(server.requests)
-                            await workers.run(
-                                server,
-                                redis_server.url,
-                                rates=[(rate.count, rate.seconds)],
-                                seconds=seconds,
-                                concurrency=concurrency,
-                                name=f"margins-{r}-{margin}",
-                                margin=margin,
-                            )
-                            log = server.requests[before:]
-                            busy = [
-                                [
-                                    x.time
-                                    for x in log
-                                    if x.operation == "tokens"
-                                    and x.headers.get("X-Worker") == str(w)
-                                ]
-                                for w in range(len(workers.procs))
+            with (
+                ArrivalServer() as server,
+                prioritized(os.getpid(), redis_server.process.pid),
+            ):
+                for r in range(rounds):
+                    for margin in MARGINS:
+                        rate = SINGLE[0]
+                        times = await _single(server, margin)
+                        seen = _landed(times, [times], rate, margin)
+                        single[margin].append(seen)
+                        print(f"  single round {r + 1}: {seen}", file=sys.stderr, flush=True)
+                    for margin in MARGINS:
+                        rate, concurrency, seconds = FLEET
+                        before = len(server.arrivals)
+                        await workers.run(
+                            server.base_url,
+                            redis_server.url,
+                            rates=[(rate.count, rate.seconds)],
+                            seconds=seconds,
+                            concurrency=concurrency,
+                            name=f"margins-{r}-{margin}",
+                            margin=margin,
+                        )
+                        log = server.arrivals[before:]
+                        busy = [
+                            [
+                                x.time
+                                for x in log
+                                if x.path == "/api/tokens" and x.headers.get("x-worker") == str(w)
                             ]
-                            seen = _landed([x.time for x in log], busy, rate, margin)
-                            fleet_runs[margin].append(seen)
-                            print(f"  fleet round {r + 1}: {seen}", file=sys.stderr, flush=True)
+                            for w in range(len(workers.procs))
+                        ]
+                        seen = _landed([x.time for x in log], busy, rate, margin)
+                        fleet_runs[margin].append(seen)
+                        print(f"  fleet round {r + 1}: {seen}", file=sys.stderr, flush=True)
         finally:
             workers.stop()
             redis_server.stop()

@@ -25,6 +25,7 @@ from asyncapi_client import Client, Network, Rate
 from asyncapi_client._limiters import DEFAULT_MARGIN, HOLD_RECHECK
 from asyncapi_client.fleet import RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
+from tests._arrivals import ArrivalServer
 from tests._windows import most_in_any_window, throughput_floor, timeline
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class Fleet:
 
     async def run(
         self,
-        server: FakeServer,
+        base_url: str,
         redis_url: str,
         *,
         rates: Sequence[tuple[int, float]],
@@ -99,7 +100,7 @@ class Fleet:
                 "redis": redis_url,
                 "rates": rates,
                 "name": name,
-                "base_url": server.base_url,
+                "base_url": base_url,
                 "seconds": seconds,
                 "concurrency": concurrency,
                 "start": start,
@@ -177,14 +178,14 @@ async def test_four_processes_share_one_quota_and_one_429_hold(
     """
     assert redis_server.process is not None
     with prioritized(os.getpid(), redis_server.process.pid):
-        await check_quota(fleet, server, redis_url)
+        await check_quota(fleet, redis_url)
         server.clear_scripts()
         await check_hold(fleet, server, redis_url)
         server.clear_scripts()
         await check_clear_hold(fleet, server, redis_url)
 
 
-async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
+async def check_quota(fleet: Fleet, redis_url: str) -> None:
     """``Rate(10, 0.5)`` for the fleet, default margin, bursts from every process: at most
     10 (+1) arrivals in any half second of the server's own log, the quota used (at least
     ``count * elapsed / (seconds + margin)`` less one window), every worker served.
@@ -192,28 +193,31 @@ async def check_quota(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
     Without the margin the limit holds on the Redis clock only: each burst is let go on a
     window's edge and the jitter to the server puts two bursts in one window (35 in one
     second at ``Rate(20, 1.0)`` was seen here).
+
+    Arrivals are the kernel's receive times (``tests/_arrivals.py``): a test process that
+    waits for a CPU on a loaded machine must not move them.
     """
-    before = len(server.requests)
-    reports = await fleet.run(
-        server,
-        redis_url,
-        rates=[(QUOTA.count, QUOTA.seconds)],
-        seconds=QUOTA_RUN,
-        concurrency=QUOTA_CONCURRENCY,
-        name="quota",
-    )
-    every = server.requests[before:]  # the warm-ups took their slots too
-    log = [r for r in every if r.operation == "tokens"]
+    with ArrivalServer() as server:
+        reports = await fleet.run(
+            server.base_url,
+            redis_url,
+            rates=[(QUOTA.count, QUOTA.seconds)],
+            seconds=QUOTA_RUN,
+            concurrency=QUOTA_CONCURRENCY,
+            name="quota",
+        )
+        every = server.arrivals  # the warm-ups took their slots too
+    assert all(arrival.kernel for arrival in every)  # stamped where they landed
+    log = [r for r in every if r.path == "/api/tokens"]
     landed = sorted(r.time for r in log)
-    assert all(r.status == 200 for r in every)
-    story = timeline([r.time for r in every], [f"w{worker_of(r)}" for r in every])
+    story = timeline([r.time for r in every], [f"w{r.headers['x-worker']}" for r in every])
     # the server's own clock: never more than count in a window (+1 for clocks)
     assert most_in_any_window([r.time for r in every], QUOTA.seconds) <= QUOTA.count + 1, story
     # the quota was used
     assert len(log) >= throughput_floor(QUOTA, DEFAULT_MARGIN, landed), story
     assert len(log) >= 3 * QUOTA.count, story  # the run spanned several windows
     # every worker got its share (first come, first served: no starvation)
-    per_worker = Counter(worker_of(r) for r in log)
+    per_worker = Counter(r.headers["x-worker"] for r in log)
     assert set(per_worker) == {str(w) for w in range(WORKERS)}
     assert min(per_worker.values()) >= len(log) / WORKERS / 2, per_worker
     for report in reports:
@@ -247,7 +251,7 @@ async def check_hold(fleet: Fleet, server: FakeServer, redis_url: str) -> None:
     server.script("tokens", reply, repeat=True)
     before = len(server.requests)
     reports = await fleet.run(
-        server, redis_url, rates=[(1, 0.2)], seconds=3.0, concurrency=1, name="hold429"
+        server.base_url, redis_url, rates=[(1, 0.2)], seconds=3.0, concurrency=1, name="hold429"
     )
     assert all(report["errors"] == {} for report in reports)  # the 429 was retried
     log = [r for r in server.requests[before:] if r.operation == "tokens"]
@@ -283,7 +287,7 @@ async def check_clear_hold(fleet: Fleet, server: FakeServer, redis_url: str) -> 
     name = "clear"
     run = asyncio.ensure_future(
         fleet.run(
-            server,
+            server.base_url,
             redis_url,
             rates=[(QUOTA.count, QUOTA.seconds)],
             seconds=3.5,

@@ -1,6 +1,6 @@
-"""Rate limits hold where the requests land: the fake exchange stamps each request as it
-arrives (its own ``time.monotonic()``), and that log is what is counted, not the limiter's
-clock. One process here; four real processes on a real redis-server are in
+"""Rate limits hold where the requests land: a loopback server logs the kernel's arrival
+time of each request (``tests/_arrivals.py``), and that log is what is counted, not the
+limiter's clock. One process here; four real processes on a real redis-server are in
 ``test_fleet_processes.py``.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from asyncapi_client import ApiError, Client, LocalLimiter, Rate
-from asyncapi_client.testing import FakeExchange, FakeServer
+from tests._arrivals import ArrivalServer
 from tests._checks import settled, stray_tasks
 from tests._windows import most_in_any_window, throughput_floor, timeline
 
@@ -55,16 +55,16 @@ async def hammer(client: Client, callers: int, seconds: float) -> int:
 
 async def test_a_local_limiter_holds_at_the_server_under_bursts_of_callers() -> None:
     """Thirty callers at ``Rate(10, 0.5)``, default margin: at most 10 (+1) arrivals in any
-    half second of the server's own log, and the quota used: at least ``count * elapsed /
+    half second of the server's log, and the quota used: at least ``count * elapsed /
     (seconds + margin)`` less one window."""
     limiter = LocalLimiter([RATE])
-    async with (
-        FakeServer(FakeExchange.generate(seed=21)) as server,
+    with ArrivalServer() as server:
         # each caller's request is its own: coalescing would merge the identical calls
-        Client(base_url=server.base_url, limiter=limiter, coalesce=False) as client,
-    ):
-        failed = await hammer(client, CALLERS, RUN)
-        landed = [r.time for r in server.requests]
+        async with Client(base_url=server.base_url, limiter=limiter, coalesce=False) as client:
+            failed = await hammer(client, CALLERS, RUN)
+        arrivals = server.arrivals
+    assert all(arrival.kernel for arrival in arrivals)  # stamped where they landed
+    landed = [arrival.time for arrival in arrivals]
     assert failed == 0
     story = timeline(landed)
     assert most_in_any_window(landed, RATE.seconds) <= RATE.count + 1, story
