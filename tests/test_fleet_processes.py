@@ -1,8 +1,10 @@
-"""A fleet of real processes behind one RedisLimiter, measured by the fake exchange's own log.
+"""A fleet of real processes behind one RedisLimiter, measured where the requests land.
 
 Four worker processes (tests/_fleet_worker.py), each with its own event loop, Client and
-RedisLimiter on the same Redis and name, call the loopback fake exchange served here. Every
-bound is checked on the server's clock, where the requests land.
+RedisLimiter on the same Redis and name, call a loopback server of this process: for the
+quota, one that logs the kernel's receive time of each request (tests/_arrivals.py); for
+the holds, the fake exchange (scripted 429s, its own log). Every bound is checked on the
+server's clock.
 """
 
 from __future__ import annotations
