@@ -92,8 +92,31 @@ class ArrivalServer:
             return list(self._arrivals)
 
     def __enter__(self) -> Self:
+        self._wait_for_stamps()
         self._thread.start()
         return self
+
+    def _wait_for_stamps(self) -> None:
+        """Return once the kernel stamps received packets: it turns stamping on in a work
+        item some time after a socket asks (a loaded machine runs it late)."""
+        address = self._listener.getsockname()
+        self._listener.settimeout(5.0)
+        try:
+            for _ in range(500):
+                with socket.create_connection(address, timeout=5.0) as probe:
+                    conn, _ = self._listener.accept()
+                    with conn:
+                        probe.sendall(b"?")
+                        _, ancillary, _, _ = conn.recvmsg(1, socket.CMSG_SPACE(16))
+                if any(
+                    level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS
+                    for level, kind, _ in ancillary
+                ):
+                    return
+                time.sleep(0.01)  # a bounded poll of the kernel's state
+        finally:
+            self._listener.setblocking(False)
+        raise RuntimeError("the kernel does not stamp received packets (SO_TIMESTAMPNS)")
 
     def __exit__(
         self,

@@ -209,7 +209,8 @@ async def check_quota(fleet: Fleet, redis_url: str) -> None:
             name="quota",
         )
         every = server.arrivals  # the warm-ups took their slots too
-    assert all(arrival.kernel for arrival in every)  # stamped where they landed
+    unstamped = [i for i, arrival in enumerate(every) if not arrival.kernel]
+    assert not unstamped, f"not stamped by the kernel: {unstamped} of {len(every)}"
     log = [r for r in every if r.path == "/api/tokens"]
     landed = sorted(r.time for r in log)
     story = timeline([r.time for r in every], [f"w{r.headers['x-worker']}" for r in every])
