@@ -15,7 +15,7 @@ time the same way, while its walk fetches ahead on the loop as the async walks d
   then: the thread holds no reference to the SyncClient, so it can be collected.
 
 The methods between the ``generated`` markers are written by ``python -m
-asyncapi_client._sync_gen`` from :class:`Client`'s and :class:`WithResponse`'s own
+asyncapi_client._sync_gen`` from :class:`Client`'s and ``WithResponse``'s own
 definitions (same names, parameters, types, defaults and docstrings); a test regenerates
 them and fails when they drift.
 """
