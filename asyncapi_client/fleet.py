@@ -19,7 +19,6 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
-from urllib.parse import urlsplit
 
 from ._errors import LimiterError
 from ._limiters import (
@@ -35,6 +34,7 @@ from ._limiters import (
     shown_retry_after,
 )
 from ._network import Network, parse_network
+from ._redisaddr import check_name, client_address, public_url
 from ._types import NetworkName
 
 try:
@@ -56,7 +56,6 @@ EXPIRY_MARGIN_MS: Final = 1000
 MAX_CONNECTIONS: Final = 10
 #: No call to Redis lasts longer (s); the client bounds each call by the attempt's timeout too.
 CALL_TIMEOUT: Final = 5.0
-_SCHEMES: Final = frozenset({"redis", "rediss", "unix"})
 _FAILURES: Final = (RedisError, OSError)
 
 # The clock: the server's TIME in microseconds, or ARGV[n] when a test drives it.
@@ -151,52 +150,6 @@ return 0
 CLEAR: Final = "return redis.call('DEL', KEYS[1], KEYS[2])"
 
 
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if len(name) > 128 or not name.isprintable() or any(c.isspace() or c in "{}" for c in name):
-        raise ValueError(
-            f"name must be at most 128 printable characters without spaces or braces, got {name!r}"
-        )
-    return name
-
-
-def _public_url(url: object) -> str:
-    """``url`` checked, without credentials or query (which may carry a password)."""
-    if not isinstance(url, str):
-        raise ValueError(
-            f"RedisLimiter needs a redis:// URL or a redis.asyncio.Redis, got {type(url).__name__}"
-        )
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"not a valid Redis URL: {exc}") from None
-    if parts.scheme not in _SCHEMES:
-        raise ValueError(
-            f"a Redis URL starts with redis://, rediss:// or unix://, got scheme {parts.scheme!r}"
-        )
-    if parts.scheme == "unix":
-        if not parts.path:
-            raise ValueError("a unix:// Redis URL needs the socket's path")
-        return f"unix://{parts.path}"
-    if not parts.hostname:
-        raise ValueError("a Redis URL needs a host, e.g. redis://127.0.0.1:6379/0")
-    db = parts.path.lstrip("/")
-    if db and not db.isdigit():
-        raise ValueError(f"the database in a Redis URL is a number, got {db!r}")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/{db or 0}"
-
-
-def _client_address(client: aredis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}"
-    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
-    return f"redis://{host}:{port}/{db}"
-
-
 class RedisLimiter:
     """The rates and the 429 hold for every process whose clients share a Redis and a ``name``.
 
@@ -224,7 +177,7 @@ class RedisLimiter:
         weights: Mapping[OperationName, int] | None = None,
         margin: float = DEFAULT_MARGIN,
     ) -> None:
-        self.name: str = _check_name(name)
+        self.name: str = check_name(name)
         checked = check_rates(rates)
         if not checked:
             raise ValueError("RedisLimiter needs at least one Rate(count, seconds)")
@@ -233,11 +186,11 @@ class RedisLimiter:
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
         self.margin: float = check_margin(margin)
         if isinstance(url_or_client, aredis.Redis):
-            self._address = _client_address(url_or_client)
+            self._address = client_address(url_or_client)
             self._redis = url_or_client
             self._owns = False
         else:
-            self._address = _public_url(url_or_client)
+            self._address = public_url(url_or_client, "RedisLimiter")
             try:
                 pool = aredis.BlockingConnectionPool.from_url(
                     url_or_client.strip(),
