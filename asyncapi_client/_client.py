@@ -147,12 +147,13 @@ def _limiter(rate_limit: object, limiter: object) -> Limiter:
     if limiter is not None:
         if rate_limit is not None:
             raise ValueError("pass rate_limit= or limiter=, not both (rate_limit is a shorthand)")
-        if not isinstance(limiter, Limiter):
+        # The methods a client calls (a limiter written before clear_hold() still works).
+        if not all(callable(getattr(limiter, name, None)) for name in ("acquire", "held", "hold")):
             raise ValueError(
                 f"limiter must be a Limiter (acquire, held, hold) such as LocalLimiter, "
                 f"got {limiter!r}"
             )
-        return limiter
+        return limiter  # type: ignore[return-value]  # clear_hold() is the caller's affair
     rate = _positive_number(rate_limit, "rate_limit", optional=True)
     if rate is None:
         return LocalLimiter()  # no rates: it only keeps the 429 hold
@@ -301,7 +302,8 @@ class Client:
             on_retry: called with a :class:`RetryEvent` before each retry's wait (default:
                 one INFO log line); what it raises is logged and ignored.
             retry_after_cap: a ``Retry-After`` (or a 429 hold) longer than this many seconds
-                is not waited for: the ``RateLimitError`` is raised at once.
+                is not waited for: the ``RateLimitError`` is raised at once, and the
+                network is held for this long only.
             telemetry: emit OpenTelemetry spans and metrics through the global providers
                 (needs the extra ``asyncapi-client[otel]``).
             proxy: an ``http://`` forward proxy every request goes through (credentials in
@@ -368,6 +370,13 @@ class Client:
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._transport.closed
+
+    @property
+    def limiter(self) -> Limiter:
+        """The limiter every attempt asks: the one given as ``limiter=``, or the client's own
+        ``LocalLimiter`` (``rate_limit=``'s rate, or none, keeping only the 429 hold).
+        ``await client.limiter.clear_hold()`` ends a 429 hold."""
+        return self._transport.limiter
 
     async def close(self) -> None:
         """Close what the client owns (not a caller's session). Calling it twice is fine."""

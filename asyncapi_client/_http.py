@@ -25,7 +25,6 @@ Every aiohttp failure is translated into the library's errors in :func:`_transla
 
 from __future__ import annotations
 
-import asyncio
 import codecs
 import contextvars
 import errno
@@ -87,10 +86,6 @@ SHORTCUTS: Final = (
 #: manager whose ``__await__`` the interpreter resumes through a wrapper (our own session,
 #: no trace config). Public twin: ``await session.get(...)``.
 DIRECT_REQUEST: Final = SHORTCUTS and hasattr(aiohttp.ClientSession, "_request")
-#: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
-#: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
-#: Verified on CPython 3.11's asyncio. Public twin: ``acquire()`` and ``release()``.
-INLINE_SLOTS: Final = SHORTCUTS and sys.version_info[:2] == (3, 11)
 #: Our headers as the request class's ``DEFAULT_HEADERS`` (``request_class`` is public, the
 #: attribute is not documented): as session headers they are copied into each request one
 #: by one. Public twin: ``ClientSession(headers=...)``.
@@ -356,10 +351,6 @@ class AiohttpSender:
         #: How long one question to the limiter (or the cache) may take: the attempt's timeout.
         self.attempt_timeout: float = t.total or t.connect or t.sock_connect or t.sock_read or 10.0
         self._max_connections = max_connections
-        # At most max_connections attempts at once, whether the session is ours or the
-        # caller's (whose pool has its own, larger, limit): queued here rather than in
-        # aiohttp's pool, so an attempt's timeout never counts the wait for a connection.
-        self._slots = asyncio.Semaphore(max_connections)
         self._max_response_bytes = max_response_bytes
         # The caller's headers replace ours whatever their case (one User-Agent, not two).
         self._headers = CIMultiDict({"User-Agent": user_agent(), "Accept": "application/json"})
@@ -435,11 +426,6 @@ class AiohttpSender:
         session = self.session if self.session is not None else self.open()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
-        slots = self._slots
-        if INLINE_SLOTS and slots._value > 0 and not slots._waiters:
-            slots._value -= 1
-        else:
-            await slots.acquire()
         target = self._target(url, network)
         hops = 0
         resent = False
@@ -526,13 +512,6 @@ class AiohttpSender:
             raise
         except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
             raise _unreadable(exc, url, network) from exc
-        finally:
-            if INLINE_SLOTS:
-                slots._value += 1
-                if slots._waiters:
-                    slots._wake_up_next()
-            else:
-                slots.release()
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(
             Reply, (status, response.headers, body, url if hops == 0 else str(target))

@@ -2,16 +2,27 @@
 
 A limiter answers one question per attempt, retries included: *when may this request be
 sent?* It reserves the request's slots in every rate at once and returns the wait; the
-caller sleeps that wait (the limiter never sleeps and never polls). A 429 puts a *hold*
-on its network: every request of every client sharing the limiter waits it out, and
-slots are reserved after the hold, so the requests held back do not all fire when it ends.
+caller sleeps that wait (the limiter never sleeps). A 429 puts a *hold* on its network:
+while it runs, the limiter reserves nothing and answers "ask again after the hold"; the
+caller asks again then (or every :data:`HOLD_RECHECK` seconds, so that
+:meth:`LocalLimiter.clear_hold` releases it), and the slots it then gets follow the
+rates, so the requests held back do not all fire when the hold ends.
 
 The reservation rule is the same for every limiter (:class:`LocalLimiter` here,
 ``asyncapi_client.fleet.RedisLimiter`` for a fleet): reservations are first come, first
 served, and a request may start at the earliest time ``s`` that is not before now, not
-before the network's hold ends, not before the previous reservation, and at which, for
-every ``Rate(count, seconds)``, the window ``(s - seconds, s]`` holds at most ``count``
-slots including its own. So at most ``count`` requests start in any window of ``seconds``.
+before the previous reservation's pacing point, and at which, for every
+``Rate(count, seconds)``, the window ``(s - seconds - margin, s]`` holds at most ``count``
+slots including its own. The pacing point of a reservation of ``w`` slots is its start
+plus ``w * margin / c`` (``c``: the smallest count), so a full window's worth of slots is
+let go over ``margin`` seconds rather than in one instant.
+
+Why the margin: the server counts a request when it *arrives*, some jitter after the
+limiter let it go (waking up, a first connection, a busy machine). Two slots ``count``
+reservations apart are at least ``seconds + margin`` apart, so as long as that jitter stays
+under ``margin`` they arrive more than ``seconds`` apart: a server counting any window of
+``seconds`` sees at most ``count``. The price: a busy client gets ``count`` requests per
+``seconds + margin``, not per ``seconds``.
 """
 
 from __future__ import annotations
@@ -25,11 +36,14 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
-from ._network import Network
+from ._network import Network, parse_network
 from ._operations import OPERATIONS as _ENDPOINT_NAMES
 from ._operations import OperationName
+from ._types import NetworkName
 
 __all__ = [
+    "DEFAULT_MARGIN",
+    "HOLD_RECHECK",
     "MAX_HOLD",
     "OPERATIONS",
     "Admission",
@@ -37,17 +51,27 @@ __all__ = [
     "LocalLimiter",
     "OperationName",
     "Rate",
+    "check_margin",
     "check_rates",
     "check_weights",
     "earliest_start",
+    "pacing",
+    "shown_retry_after",
 ]
 
 #: The operation names a limiter sees (and ``weights`` may name): the endpoints table's.
 OPERATIONS: Final[frozenset[str]] = frozenset(_ENDPOINT_NAMES)
 
-#: The longest 429 hold any limiter stores (s): one day. A server's ``Retry-After`` of years
-#: must not lock every client (and, in Redis, a whole fleet across restarts) out for years.
+#: The longest 429 hold any limiter stores (s): one day. The client holds at most its
+#: ``retry_after_cap``; this bounds what any caller of ``hold()`` can lock a fleet out for.
 MAX_HOLD: Final = 86_400.0
+#: The jitter (s) a limiter leaves room for between its answer and the request's arrival.
+DEFAULT_MARGIN: Final = 0.05
+#: While a 429 hold runs, a waiting request asks the limiter again this often (s), so that
+#: a hold ended early (``clear_hold()``) releases it within this time.
+HOLD_RECHECK: Final = 1.0
+#: How much of a server's ``Retry-After`` a limiter keeps to show in messages.
+_RETRY_AFTER_CHARS: Final = 64
 
 
 def _positive_count(instance: object, attribute: object, value: Any) -> None:
@@ -75,11 +99,16 @@ class Admission:
 
     ``held`` is how long the network's 429 hold still runs at the time of the answer (0.0:
     no hold); ``wait`` is never shorter. The caller raises instead of waiting when ``held``
-    is past its ``retry_after_cap`` or ``wait`` past its deadline.
+    is past its ``retry_after_cap`` or ``wait`` past its deadline. ``reserved`` False: the
+    limiter reserved nothing (a hold is on), so the caller asks again after ``wait``, or
+    sooner. ``retry_after``: the ``Retry-After`` the server sent with the 429 that placed
+    the hold, as sent (None: not known), for the caller's messages.
     """
 
     wait: float
     held: float = 0.0
+    reserved: bool = True
+    retry_after: str | None = None
 
 
 @runtime_checkable
@@ -87,7 +116,12 @@ class Limiter(Protocol):
     """What the session layer asks before every attempt; implement it to share a quota.
 
     Methods raise :class:`~asyncapi_client.LimiterError` when the limiter's shared state
-    cannot be reached; the caller bounds each call by the attempt's ``timeout``.
+    cannot be reached; the caller bounds each call by the attempt's ``timeout``. A client
+    calls ``acquire``, ``held`` and ``hold`` only: a limiter written before ``clear_hold``
+    existed still works. A ``hold`` that also takes ``retry_after=`` (a str or None) is
+    handed the server's header, as sent, to show in the messages of the requests it holds.
+    A ``margin`` attribute (seconds > 0) has the client give up a slot it woke up for more
+    than that late, and ask again.
     """
 
     async def acquire(self, operation: str, network: Network) -> Admission:
@@ -100,7 +134,11 @@ class Limiter(Protocol):
 
     async def hold(self, network: Network, seconds: float) -> None:
         """Hold every request to ``network`` for ``seconds`` (a 429 asked for that wait;
-        the client never asks for more than :data:`MAX_HOLD`)."""
+        the client never asks for more than its ``retry_after_cap``)."""
+        ...
+
+    async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
+        """End the 429 hold on ``network`` (None: on every network) at once."""
         ...
 
 
@@ -138,33 +176,65 @@ def check_rates(rates: Iterable[Rate]) -> tuple[Rate, ...]:
     return checked
 
 
+def check_margin(margin: object) -> float:
+    """``margin`` as a float: seconds, finite and >= 0 (0: the rates on the limiter's clock)."""
+    if (
+        isinstance(margin, bool)
+        or not isinstance(margin, int | float)
+        or not 0.0 <= margin < math.inf
+    ):
+        raise ValueError(f"margin must be a finite number of seconds >= 0, got {margin!r}")
+    return float(margin)
+
+
+def pacing(rates: Sequence[Rate], margin: float) -> float:
+    """Seconds between two slots let go one after the other: a window's worth of the
+    smallest rate over ``margin`` (0.0 without rates or margin)."""
+    smallest = min((rate.count for rate in rates), default=0)
+    return margin / smallest if smallest else 0.0
+
+
+def shown_retry_after(value: object) -> str | None:
+    """A server's ``Retry-After`` as sent, made safe to show: at most 64 characters,
+    control characters replaced (None for anything but a non-empty str)."""
+    if not isinstance(value, str):
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    shown = "".join(c if c.isprintable() else "?" for c in value[:_RETRY_AFTER_CHARS])
+    return shown + "…" if len(value) > _RETRY_AFTER_CHARS else shown
+
+
 def earliest_start(
     now: float,
-    hold_until: float,
     last: float,
     rates: Sequence[Rate],
     starts: Sequence[Sequence[float]],
     weight: int,
+    margin: float = 0.0,
 ) -> float:
     """The earliest start for a request of ``weight`` slots (the rule in the module docs).
 
-    ``starts[i]`` holds the reserved start times of ``rates[i]``, oldest first (only the
-    newest ``count`` matter). Pure: the same arithmetic backs every limiter's tests.
+    ``last`` is the previous reservation's pacing point; ``starts[i]`` holds the reserved
+    start times of ``rates[i]``, oldest first (only the newest ``count`` matter). Pure: the
+    same arithmetic backs every limiter's tests.
     """
-    start = max(now, hold_until, last)
+    start = max(now, last)
     for rate, times in zip(rates, starts, strict=True):
         room = rate.count - weight  # slots of others the window may still hold
         if len(times) > room:
-            # The (room + 1)-th newest start must have left the window (s - seconds, s].
-            start = max(start, times[len(times) - room - 1] + rate.seconds)
+            # The (room + 1)-th newest start must have left (s - seconds - margin, s].
+            start = max(start, times[len(times) - room - 1] + rate.seconds + margin)
     return start
 
 
 class _NetworkState:
-    __slots__ = ("hold_until", "last", "starts")
+    __slots__ = ("hold_until", "last", "retry_after", "starts")
 
     def __init__(self, rates: Sequence[Rate]) -> None:
         self.hold_until = -math.inf
+        self.retry_after: str | None = None
         self.last = -math.inf
         self.starts: list[deque[float]] = [deque(maxlen=rate.count) for rate in rates]
 
@@ -176,21 +246,35 @@ class LocalLimiter:
     clients, event loops and threads of one process; it has no task and nothing to close.
     ``rates`` and ``weights`` (the slots an operation takes; 1 where not named) are the ones
     it was made with.
+
+    Args:
+        rates: the :class:`Rate` values every request counts against.
+        weights: slots one request of an operation takes (default 1), e.g. ``{"orders": 2}``.
+        margin: seconds of jitter between the limiter's answer and the request's arrival at
+            the server that the rates leave room for (see the module docs); 0 keeps the
+            rates exactly on the limiter's own clock.
     """
 
     def __init__(
         self,
         rates: Iterable[Rate] = (),
+        *,
         weights: Mapping[OperationName, int] | None = None,
+        margin: float = DEFAULT_MARGIN,
     ) -> None:
         self.rates: tuple[Rate, ...] = check_rates(rates)
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
+        self.margin: float = check_margin(margin)
+        self._pacing = pacing(self.rates, self.margin)
         self._networks: dict[Network, _NetworkState] = {}
         self._holds_end = -math.inf  # when the last of the networks' holds ends
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"LocalLimiter(rates={list(self.rates)!r}, weights={dict(self.weights)!r})"
+        return (
+            f"LocalLimiter(rates={list(self.rates)!r}, weights={dict(self.weights)!r}, "
+            f"margin={self.margin!r})"
+        )
 
     @property
     def idle(self) -> bool:
@@ -212,15 +296,18 @@ class LocalLimiter:
         now = time.monotonic()
         with self._lock:
             state = self._state(network)
-            start = earliest_start(
-                now, state.hold_until, state.last, self.rates, state.starts, weight
-            )
-            if self.rates:
-                state.last = start
-                for times in state.starts:
-                    times.extend([start] * weight)
             held = state.hold_until - now
-        return Admission(wait=start - now, held=held if held > 0 else 0.0)
+            if held > 0:  # nothing is reserved inside a hold: ask again when it ends
+                return Admission(
+                    wait=held, held=held, reserved=False, retry_after=state.retry_after
+                )
+            if not self.rates:
+                return Admission(wait=0.0)
+            start = earliest_start(now, state.last, self.rates, state.starts, weight, self.margin)
+            state.last = start + weight * self._pacing
+            for times in state.starts:
+                times.extend([start] * weight)
+        return Admission(wait=start - now)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
         """Reserve the slots one request of ``operation`` takes on ``network``."""
@@ -234,13 +321,27 @@ class LocalLimiter:
         left = state.hold_until - time.monotonic()
         return left if left > 0 else 0.0
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         """Hold every request to ``network`` for ``seconds``, at most :data:`MAX_HOLD`
-        (never shortens a hold)."""
+        (never shortens a hold); ``retry_after``: the server's header, for messages."""
         until = time.monotonic() + min(seconds, MAX_HOLD)
         with self._lock:
             state = self._state(network)
             if until > state.hold_until:
                 state.hold_until = until
+                state.retry_after = shown_retry_after(retry_after)
             if until > self._holds_end:
                 self._holds_end = until
+
+    async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
+        """End the 429 hold on ``network`` (a :class:`Network` or its name; None: every
+        network) at once. Requests already waiting on it go within :data:`HOLD_RECHECK` s."""
+        only = None if network is None else parse_network(network)
+        with self._lock:
+            for name, state in self._networks.items():
+                if only is None or name is only:
+                    state.hold_until = -math.inf
+                    state.retry_after = None
+            self._holds_end = max(
+                (state.hold_until for state in self._networks.values()), default=-math.inf
+            )

@@ -23,13 +23,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Final, Self, TypeVar
-from urllib.parse import urlsplit
 
 import orjson
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._cache import CacheBackend, Entry, _Unavailable
 from ._limiters import OperationName
+from ._redisaddr import check_name, client_address, public_url
 
 try:
     import redis.asyncio as aredis
@@ -63,7 +63,6 @@ WARN_EVERY: Final = 30.0
 #: After a failure, Redis is not asked again for this long (s): calls go straight to the
 #: server instead of each waiting for a Redis that does not answer.
 PAUSE_AFTER_FAILURE: Final = 1.0
-_SCHEMES: Final = frozenset({"redis", "rediss", "unix"})
 _FAILURES: Final = (RedisError, OSError, TimeoutError)
 
 #: KEYS: lock, waiters. ARGV: token, lock ms, waiter id. 1: the caller fetches; 0: it waits.
@@ -97,40 +96,6 @@ redis.call('HSET', KEYS[1], 'b', ARGV[1], 'm', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 """
-
-
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if len(name) > 128 or not name.isprintable() or any(c.isspace() or c in "{}" for c in name):
-        raise ValueError(
-            f"name must be at most 128 printable characters without spaces or braces, got {name!r}"
-        )
-    return name
-
-
-def _public_url(url: object) -> str:
-    """``url`` checked, without credentials or query (which may carry a password)."""
-    if not isinstance(url, str):
-        raise ValueError(
-            f"RedisCache needs a redis:// URL or a redis.asyncio.Redis, got {type(url).__name__}"
-        )
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"not a valid Redis URL: {exc}") from None
-    if parts.scheme not in _SCHEMES:
-        raise ValueError(
-            f"a Redis URL starts with redis://, rediss:// or unix://, got scheme {parts.scheme!r}"
-        )
-    if parts.scheme == "unix":
-        return f"unix://{parts.path}"
-    if not parts.hostname:
-        raise ValueError("a Redis URL needs a host, e.g. redis://127.0.0.1:6379/0")
-    db = parts.path.lstrip("/") or "0"
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/{db}"
 
 
 def _glob_escape(text: str) -> str:
@@ -205,7 +170,7 @@ class RedisCache(CacheBackend):
         stale_if_error: float = 0.0,
     ) -> None:
         super().__init__(ttl, stale_if_error)
-        self.name: str = _check_name(name)
+        self.name: str = check_name(name)
         if isinstance(url_or_redis_client, aredis.Redis):
             kwargs = url_or_redis_client.connection_pool.connection_kwargs
             if kwargs.get("decode_responses"):
@@ -213,15 +178,11 @@ class RedisCache(CacheBackend):
                     "RedisCache stores bodies as bytes: pass a redis.asyncio.Redis made "
                     "without decode_responses=True"
                 )
-            if "path" in kwargs:
-                self._address = f"unix://{kwargs['path']}"
-            else:
-                host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
-                self._address = f"redis://{host}:{port}/{kwargs.get('db', 0)}"
+            self._address = client_address(url_or_redis_client)
             self._redis = url_or_redis_client
             self._owns = False
         else:
-            self._address = _public_url(url_or_redis_client)
+            self._address = public_url(url_or_redis_client, "RedisCache")
             try:
                 pool = aredis.BlockingConnectionPool.from_url(
                     url_or_redis_client.strip(),

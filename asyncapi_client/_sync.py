@@ -468,7 +468,8 @@ class SyncClient:
             on_retry: called with a :class:`RetryEvent` before each retry's wait (default:
                 one INFO log line); what it raises is logged and ignored.
             retry_after_cap: a ``Retry-After`` (or a 429 hold) longer than this many seconds
-                is not waited for: the ``RateLimitError`` is raised at once.
+                is not waited for: the ``RateLimitError`` is raised at once, and the
+                network is held for this long only.
             telemetry: emit OpenTelemetry spans and metrics through the global providers
                 (needs the extra ``asyncapi-client[otel]``).
             proxy: an ``http://`` forward proxy every request goes through (credentials in
@@ -517,6 +518,13 @@ class SyncClient:
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
         return self._target.closed
+
+    @property
+    def limiter(self) -> Limiter:
+        """The limiter every attempt asks: the one given as ``limiter=``, or the client's own
+        ``LocalLimiter`` (``rate_limit=``'s rate, or none, keeping only the 429 hold).
+        ``await client.limiter.clear_hold()`` ends a 429 hold."""
+        return self._target.limiter
 
     def set_testing(self, testing: bool = True, *, max_retries: int | None = None) -> None:
         """Testing mode for this client only: no back-off, Retry-After waits or 429 holds.

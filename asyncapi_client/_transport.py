@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import inspect
 import logging
+import os
 import random
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from ssl import SSLContext
@@ -40,6 +43,7 @@ from urllib.parse import quote
 
 from yarl import URL
 
+from ._decode import PUBLIC_ONLY_ENV
 from ._errors import (
     ApiError,
     DecodeError,
@@ -48,7 +52,7 @@ from ._errors import (
     RequestTimeoutError,
     StatusError,
 )
-from ._limiters import Admission, Limiter, LocalLimiter
+from ._limiters import HOLD_RECHECK, Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
 from ._request import Outcome, Request, Response, Sender
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
@@ -66,6 +70,18 @@ T = TypeVar("T")
 
 log: Final = logging.getLogger("asyncapi_client")
 
+#: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
+#: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
+#: Verified on CPython 3.11's asyncio (the suite runs with it and, under
+#: ASYNCAPI_CLIENT_PUBLIC_ONLY=1, with its public twin ``acquire()``/``release()``).
+INLINE_SLOTS: Final = (
+    sys.implementation.name == "cpython"
+    and sys.version_info[:2] == (3, 11)
+    and os.environ.get(PUBLIC_ONLY_ENV, "") in ("", "0")
+)
+#: Slots one attempt gives up for waking up later than the limiter's margin; then it goes
+#: late (a process that is always late must not stop itself).
+MAX_LATE: Final = 2
 
 #: Ids made only of unreserved characters (RFC 3986) go on the wire as they are.
 _UNRESERVED: Final = re.compile(r"[A-Za-z0-9._~-]+").fullmatch
@@ -101,10 +117,11 @@ class _Call:
     (``time.monotonic()``, for ``Response.elapsed``) and deadline (``loop.time()``).
 
     ``tries`` counts attempts begun (one that failed at the limiter too); ``attempts``
-    counts requests sent (``ApiError.attempts``, ``Response.attempts``).
+    counts requests sent (``ApiError.attempts``, ``Response.attempts``): an attempt counts
+    once it has its connection slot. ``asking``: a question to the limiter is in flight.
     """
 
-    __slots__ = ("attempts", "expires", "failed", "request", "started", "tries")
+    __slots__ = ("asking", "attempts", "expires", "failed", "request", "started", "tries")
 
     def __init__(self, request: Request[Any], started: float, expires: float | None) -> None:
         self.request = request
@@ -112,6 +129,7 @@ class _Call:
         self.expires = expires
         self.tries = 0
         self.attempts = 0
+        self.asking = False
         self.failed: ApiError | None = None  # the last attempt's error
 
 
@@ -175,7 +193,18 @@ class Transport:
         #: How long one question to the limiter may take: the attempt's timeout.
         self._limiter_timeout: float = sender.attempt_timeout
         self._coalesce = coalesce
+        #: At most max_connections attempts at once (see the retry loop).
+        self._slots = asyncio.Semaphore(max_connections)
         self.limiter = limiter
+        # A limiter's margin (s): a slot reached later than that is given up (None: never).
+        margin = getattr(limiter, "margin", None)
+        self._margin: float | None = (
+            float(margin)
+            if isinstance(margin, int | float) and not isinstance(margin, bool) and margin > 0
+            else None
+        )
+        # Does the limiter keep the server's Retry-After with a hold (for its messages)?
+        self._hold_keeps_retry_after = _takes_retry_after(limiter.hold)
         # The idle default limiter (no rates, no hold) is not asked before a first attempt.
         self._local = limiter if type(limiter) is LocalLimiter else None
         self._on_retry = on_retry or self._log_retry
@@ -316,7 +345,7 @@ class Transport:
                     await scope.__aenter__()
                 try:
                     # The retry loop, the one way attempts are made.
-                    local, sender = self._local, self._sender
+                    local, sender, slots = self._local, self._sender, self._slots
                     failed: ApiError | None = None
                     while True:
                         tries += 1
@@ -327,8 +356,24 @@ class Transport:
                                     call = _Call(request, started, expires)
                                 call.tries, call.attempts = tries, attempts
                                 await self._admit(call, failed)
+                            # An attempt counts once it has its connection slot (then it
+                            # is sent): at most max_connections at once, whether the session
+                            # is ours or the caller's, queued here rather than in aiohttp's
+                            # pool, so an attempt's timeout never counts the wait for one.
+                            if INLINE_SLOTS and slots._value > 0 and not slots._waiters:
+                                slots._value -= 1
+                            else:
+                                await slots.acquire()
                             attempts += 1
-                            reply = await sender.send(request, attempts)
+                            try:
+                                reply = await sender.send(request, attempts)
+                            finally:
+                                if INLINE_SLOTS:
+                                    slots._value += 1
+                                    if slots._waiters:
+                                        slots._wake_up_next()
+                                else:
+                                    slots.release()
                             try:
                                 decoded = request.decode(reply.body)
                             except DecodeError as exc:
@@ -354,8 +399,9 @@ class Transport:
             except TimeoutError as exc:
                 if scope is None or not scope.expired():
                     raise
+                trouble = "" if call is None else self._limiter_trouble(call)
                 error = RequestTimeoutError(
-                    f"the operation ran past its deadline of {deadline:g}s",
+                    f"the operation ran past its deadline of {deadline:g}s{trouble}",
                     url=request.url,
                     network=request.network.value,
                 )
@@ -400,25 +446,40 @@ class Transport:
         request = call.request
         policy = self.testing or self.retry
         decision: Decision = decide(policy, failed, call.tries - 1, self._random)
-        if decision.hold is not None:
+        why = decision.why
+        asked = decision.hold
+        if asked is not None:
+            # A hold lasts at most retry_after_cap; the limiter keeps what the server sent.
+            hold = min(asked, policy.retry_after_cap)
+            place: Callable[..., Awaitable[None]] = self.limiter.hold
+            placing = (
+                place(request.network, hold, retry_after=_retry_after_text(failed))
+                if self._hold_keeps_retry_after
+                else place(request.network, hold)
+            )
             try:
-                await self._ask(call, self.limiter.hold(request.network, decision.hold), failed)
+                await self._ask(call, placing, failed)
             except LimiterError as exc:
                 if decision.retry:  # the hold could not be placed: that is the error now
                     failed = exc
                     decision = decide(policy, failed, call.tries - 1, self._random)
+                    why = decision.why
                 else:  # raised anyway: the server's answer stays the error
                     log.warning("the 429 hold could not be placed: %s", exc.message)
+            else:
+                if why and hold < asked:
+                    why = f"{why}; requests to this network are held for {hold:g}s"
         failed.attempts = call.attempts
         call.failed = failed
         if not decision.retry:
-            if decision.why:
-                failed.message = f"{failed.message}; {decision.why}"
+            if why:
+                failed.message = f"{failed.message}; {why}"
             raise failed
         wait = decision.wait
         if call.expires is not None and asyncio.get_running_loop().time() + wait >= call.expires:
             error = RequestTimeoutError(
-                f"the deadline would pass during the {wait:.3g}s wait before the next attempt",
+                f"the deadline would pass during the {wait:.3g}s wait before the next "
+                f"attempt{self._limiter_trouble(call)}",
                 url=request.url,
                 network=request.network.value,
             )
@@ -465,54 +526,72 @@ class Transport:
         """Wait until the limiter lets the next attempt go (its rates, the 429 hold).
 
         After a wait, a 429 hold that appeared meanwhile forfeits the slot: ask again, so
-        nothing is sent inside a hold nor in a burst when it ends.
+        nothing is sent inside a hold nor in a burst when it ends. Inside a hold the limiter
+        reserves nothing (``reserved`` False): ask again when it ends, or every
+        :data:`HOLD_RECHECK` s, so a hold ended early (``clear_hold()``) lets the call go.
+        A slot this process wakes up for more than the limiter's ``margin`` late (it was not
+        scheduled in time) is given up too, at most :data:`MAX_LATE` times a call: sent that
+        late, it could land among the next window's requests.
         """
         request = call.request
         limiter = self.limiter
         loop = asyncio.get_running_loop()
         cap = (self.testing or self.retry).retry_after_cap
+        margin = self._margin
+        late = 0  # slots given up for lateness
         while True:
             admission: Admission = await self._ask(
                 call, limiter.acquire(request.operation, request.network), failed
             )
-            if admission.held > cap:
+            answered = loop.time()
+            held = admission.held
+            if held > cap:
                 error: ApiError = RateLimitError(
-                    f"HTTP 429 earlier: the server asked to wait {admission.held:.0f}s more "
-                    f"on this network, longer than retry_after_cap={cap:g}s",
+                    f"HTTP 429 earlier: {_hold_text(admission)} runs {held:.3g}s more on this "
+                    f"network, longer than retry_after_cap={cap:g}s",
                     status=429,
                     url=request.url,
                     network=request.network.value,
-                    retry_after=admission.held,
+                    retry_after=held,
                 )
                 raise _refused(error, call, failed)
             wait = admission.wait
             if wait <= 0:
                 return
             if call.expires is not None and loop.time() + wait >= call.expires:
+                what = _hold_text(admission) if held > 0 else "the limiter's rate limit"
                 error = RequestTimeoutError(
-                    f"the deadline would pass during the {wait:.3g}s wait for the limiter "
-                    f"(its rate limit, or a 429 hold)",
+                    f"the deadline would pass during the {wait:.3g}s wait for {what}",
                     url=request.url,
                     network=request.network.value,
                 )
                 raise _refused(error, call, failed)
+            if not admission.reserved:
+                await asyncio.sleep(min(wait, HOLD_RECHECK))
+                continue
             await asyncio.sleep(wait)
             held = await self._ask(call, limiter.held(request.network), failed)
-            if held <= 0:
+            if held > 0:
+                continue
+            if margin is None or loop.time() - (answered + wait) <= margin or late == MAX_LATE:
                 return
+            late += 1
 
     async def _ask(self, call: _Call, question: Awaitable[T], failed: ApiError | None) -> T:
         """One call to the limiter, bounded by the attempt's timeout; any failure of it
         becomes a LimiterError naming it (retried like a connection failure)."""
         request = call.request
         limiter = self.limiter
+        call.asking = True  # left True by a cancel (the deadline): its message says so
         try:
             async with asyncio.timeout(self._limiter_timeout) as scope:
-                return await question
+                answer = await question
         except LimiterError as exc:
+            call.asking = False
             exc.url, exc.network = request.url, request.network.value
             raise
         except Exception as exc:
+            call.asking = False
             if isinstance(exc, TimeoutError) and scope.expired():
                 why = f"did not answer within {self._limiter_timeout:g}s"
             else:
@@ -523,8 +602,42 @@ class Transport:
                 url=request.url,
                 network=request.network.value,
             ) from exc
+        call.asking = False
+        return answer
 
-    # --- one attempt ----------------------------------------------------------------------
+    def _limiter_trouble(self, call: _Call) -> str:
+        """What a deadline's message adds when the limiter is why: the question in flight,
+        and the text of the limiter's last failure (not only in ``__cause__``)."""
+        said = f", waiting for the limiter {self.limiter!r} to answer" if call.asking else ""
+        failed = call.failed
+        if isinstance(failed, LimiterError):
+            who = "" if failed.limiter in failed.message else f" {failed.limiter}"
+            said += f"; the limiter{who} could not be reached: {failed.message}"
+        return said
+
+
+def _takes_retry_after(hold: Callable[..., object]) -> bool:
+    """True when a limiter's ``hold`` takes ``retry_after=`` (ours do; one written before
+    it existed may not, and is called as before)."""
+    try:
+        parameters = inspect.signature(hold).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "retry_after" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )
+
+
+def _retry_after_text(error: ApiError) -> str | None:
+    """The ``Retry-After`` a 429 came with, as the server sent it."""
+    return error.headers.get("Retry-After") if isinstance(error, StatusError) else None
+
+
+def _hold_text(admission: Admission) -> str:
+    """The hold, and the wait the server asked for as it sent it, for messages."""
+    sent = admission.retry_after
+    return f"a 429 hold (the server sent Retry-After: {sent})" if sent else "a 429 hold"
 
 
 def _refused(error: ApiError, call: _Call, failed: ApiError | None) -> ApiError:

@@ -6,8 +6,9 @@ async with limiter, Client(base_url=..., limiter=limiter) as client:
 
 Every acquisition is one atomic Lua script that reads the Redis server's clock (``TIME``,
 never the caller's), applies the reservation rule of :func:`~asyncapi_client._limiters.
-earliest_start` to every rate at once, writes the reservation and returns the wait; the
-client sleeps it (the limiter never sleeps and never polls). Every key it writes expires.
+earliest_start` to every rate at once (each window widened by the margin, a burst paced
+over it), writes the reservation and returns the wait; the client sleeps it (the limiter
+never sleeps). Inside a 429 hold it reserves nothing. Every key it writes expires.
 Needs the extra: ``pip install 'asyncapi-client[redis]'``.
 """
 
@@ -18,11 +19,22 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
-from urllib.parse import urlsplit
 
 from ._errors import LimiterError
-from ._limiters import MAX_HOLD, Admission, OperationName, Rate, check_rates, check_weights
+from ._limiters import (
+    DEFAULT_MARGIN,
+    MAX_HOLD,
+    Admission,
+    OperationName,
+    Rate,
+    check_margin,
+    check_rates,
+    check_weights,
+    pacing,
+    shown_retry_after,
+)
 from ._network import Network, parse_network
+from ._redisaddr import check_name, client_address, public_url
 from ._types import NetworkName
 
 try:
@@ -44,7 +56,6 @@ EXPIRY_MARGIN_MS: Final = 1000
 MAX_CONNECTIONS: Final = 10
 #: No call to Redis lasts longer (s); the client bounds each call by the attempt's timeout too.
 CALL_TIMEOUT: Final = 5.0
-_SCHEMES: Final = frozenset({"redis", "rediss", "unix"})
 _FAILURES: Final = (RedisError, OSError)
 
 # The clock: the server's TIME in microseconds, or ARGV[n] when a test drives it.
@@ -57,46 +68,52 @@ end
 local function int(x) return string.format('%.0f', x) end
 """
 
-#: KEYS: hold, last, then one list per rate (start times in µs, newest first, at most count).
-#: ARGV: weight, expiry margin (ms), now ('' for TIME), then count and window (µs) per rate.
-#: Returns {µs until the reservation, µs the hold still runs}.
+#: KEYS: hold, the hold's Retry-After, last, then one list per rate (start times in µs,
+#: newest first, at most count). ARGV: weight, expiry margin (ms), now ('' for TIME), the
+#: jitter margin (µs), the pacing (µs per slot), then count and window (µs) per rate.
+#: Returns {µs until the reservation, µs the hold still runs, 1 if reserved, Retry-After}.
+#: Inside a hold nothing is reserved: the caller asks again when it ends.
 ACQUIRE: Final = (
     _NOW
     + """
 local now = clock(ARGV[3])
 local weight = tonumber(ARGV[1])
-local margin = tonumber(ARGV[2])
-local start, held = now, 0
+local expiry = tonumber(ARGV[2])
+local margin = tonumber(ARGV[4])
 local hold = redis.call('GET', KEYS[1])
-if hold then
-  hold = tonumber(hold)
-  if hold > now then start, held = hold, hold - now end
+if hold and tonumber(hold) > now then
+  local held = tonumber(hold) - now
+  return {held, held, 0, redis.call('GET', KEYS[2]) or ''}
 end
-local last = redis.call('GET', KEYS[2])
+local start = now
+local last = redis.call('GET', KEYS[3])
 if last and tonumber(last) > start then start = tonumber(last) end
-local rates = #KEYS - 2
+local rates = #KEYS - 3
 for i = 1, rates do
-  local room = tonumber(ARGV[2 + 2 * i]) - weight
-  if redis.call('LLEN', KEYS[2 + i]) > room then
-    -- the (room + 1)-th newest start must have left the window (s - seconds, s]
-    local free = tonumber(redis.call('LINDEX', KEYS[2 + i], room)) + tonumber(ARGV[3 + 2 * i])
+  local room = tonumber(ARGV[4 + 2 * i]) - weight
+  if redis.call('LLEN', KEYS[3 + i]) > room then
+    -- the (room + 1)-th newest start must have left the window (s - seconds - margin, s]
+    local free = tonumber(redis.call('LINDEX', KEYS[3 + i], room)) + tonumber(ARGV[5 + 2 * i])
+    free = free + margin
     if free > start then start = free end
   end
 end
 local ahead = start - now
-redis.call('SET', KEYS[2], int(start), 'PX', math.ceil(ahead / 1000) + margin)
+local pace = start + weight * tonumber(ARGV[5])
+redis.call('SET', KEYS[3], int(pace), 'PX', math.ceil((pace - now) / 1000) + expiry)
 for i = 1, rates do
-  local key, window = KEYS[2 + i], tonumber(ARGV[3 + 2 * i])
+  local key, window = KEYS[3 + i], tonumber(ARGV[5 + 2 * i]) + margin
   for _ = 1, weight do redis.call('LPUSH', key, int(start)) end
-  redis.call('LTRIM', key, 0, tonumber(ARGV[2 + 2 * i]) - 1)
-  redis.call('PEXPIRE', key, math.ceil((ahead + window) / 1000) + margin)
+  redis.call('LTRIM', key, 0, tonumber(ARGV[4 + 2 * i]) - 1)
+  redis.call('PEXPIRE', key, math.ceil((ahead + window) / 1000) + expiry)
 end
-return {ahead, held}
+return {ahead, 0, 1, ''}
 """
 )
 
-#: KEYS: hold. ARGV: seconds (µs), expiry margin (ms), now. Never shortens a hold; never
-#: holds longer than MAX_HOLD, whatever it is handed.
+#: KEYS: hold, its Retry-After. ARGV: seconds (µs), expiry margin (ms), now, the server's
+#: Retry-After ('' for none). Never shortens a hold; never holds longer than MAX_HOLD,
+#: whatever it is handed.
 HOLD: Final = (
     _NOW
     + f"local max_hold = {round(MAX_HOLD * 1e6)}\n"
@@ -106,7 +123,13 @@ local seconds = math.min(tonumber(ARGV[1]), max_hold)
 local hold_until = now + seconds
 local hold = redis.call('GET', KEYS[1])
 if (not hold) or tonumber(hold) < hold_until then
-  redis.call('SET', KEYS[1], int(hold_until), 'PX', math.ceil(seconds / 1000) + tonumber(ARGV[2]))
+  local px = math.ceil(seconds / 1000) + tonumber(ARGV[2])
+  redis.call('SET', KEYS[1], int(hold_until), 'PX', px)
+  if ARGV[4] ~= '' then
+    redis.call('SET', KEYS[2], ARGV[4], 'PX', px)
+  else
+    redis.call('DEL', KEYS[2])
+  end
 end
 return 0
 """
@@ -123,51 +146,8 @@ return 0
 """
 )
 
-
-def _check_name(name: object) -> str:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"name must be a non-empty string, got {name!r}")
-    if len(name) > 128 or not name.isprintable() or any(c.isspace() or c in "{}" for c in name):
-        raise ValueError(
-            f"name must be at most 128 printable characters without spaces or braces, got {name!r}"
-        )
-    return name
-
-
-def _public_url(url: object) -> str:
-    """``url`` checked, without credentials or query (which may carry a password)."""
-    if not isinstance(url, str):
-        raise ValueError(
-            f"RedisLimiter needs a redis:// URL or a redis.asyncio.Redis, got {type(url).__name__}"
-        )
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"not a valid Redis URL: {exc}") from None
-    if parts.scheme not in _SCHEMES:
-        raise ValueError(
-            f"a Redis URL starts with redis://, rediss:// or unix://, got scheme {parts.scheme!r}"
-        )
-    if parts.scheme == "unix":
-        if not parts.path:
-            raise ValueError("a unix:// Redis URL needs the socket's path")
-        return f"unix://{parts.path}"
-    if not parts.hostname:
-        raise ValueError("a Redis URL needs a host, e.g. redis://127.0.0.1:6379/0")
-    db = parts.path.lstrip("/")
-    if db and not db.isdigit():
-        raise ValueError(f"the database in a Redis URL is a number, got {db!r}")
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"{parts.scheme}://{host}{f':{port}' if port else ''}/{db or 0}"
-
-
-def _client_address(client: aredis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}"
-    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
-    return f"redis://{host}:{port}/{db}"
+#: KEYS: hold, its Retry-After. Ends the hold (for every process of the fleet).
+CLEAR: Final = "return redis.call('DEL', KEYS[1], KEYS[2])"
 
 
 class RedisLimiter:
@@ -177,6 +157,15 @@ class RedisLimiter:
     ``async with``); built from the caller's ``redis.asyncio.Redis`` it never closes it.
     Use it from one event loop, like a ``Client``. ``rates`` and ``weights`` (the slots an
     operation takes; 1 where not named) are the ones it was made with.
+
+    Args:
+        url_or_client: a ``redis://``, ``rediss://`` or ``unix://`` URL, or a
+            ``redis.asyncio.Redis`` of the caller's.
+        rates: the :class:`~asyncapi_client.Rate` values the whole fleet counts against.
+        name: the fleet's name: processes with the same Redis and name share one quota.
+        weights: slots one request of an operation takes (default 1).
+        margin: seconds of jitter between the limiter's answer and the request's arrival
+            that the rates leave room for, as for ``LocalLimiter`` (on the Redis clock).
     """
 
     def __init__(
@@ -186,20 +175,22 @@ class RedisLimiter:
         *,
         name: str,
         weights: Mapping[OperationName, int] | None = None,
+        margin: float = DEFAULT_MARGIN,
     ) -> None:
-        self.name: str = _check_name(name)
+        self.name: str = check_name(name)
         checked = check_rates(rates)
         if not checked:
             raise ValueError("RedisLimiter needs at least one Rate(count, seconds)")
         # A rate named twice is one quota: one list, not two that both count every start.
         self.rates: tuple[Rate, ...] = tuple(dict.fromkeys(checked))
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
+        self.margin: float = check_margin(margin)
         if isinstance(url_or_client, aredis.Redis):
-            self._address = _client_address(url_or_client)
+            self._address = client_address(url_or_client)
             self._redis = url_or_client
             self._owns = False
         else:
-            self._address = _public_url(url_or_client)
+            self._address = public_url(url_or_client, "RedisLimiter")
             try:
                 pool = aredis.BlockingConnectionPool.from_url(
                     url_or_client.strip(),
@@ -223,14 +214,24 @@ class RedisLimiter:
         self._acquire = self._redis.register_script(ACQUIRE)
         self._hold = self._redis.register_script(HOLD)
         self._held = self._redis.register_script(HELD)
-        # per rate: its count and window (µs), the script's arguments after the first three
+        self._clear = self._redis.register_script(CLEAR)
+        # per rate: its count and window (µs); the script's arguments after the first five
         self._rate_args: tuple[int, ...] = tuple(
             n for rate in self.rates for n in (rate.count, max(1, round(rate.seconds * 1e6)))
+        )
+        # the margin (µs) and the pacing (µs per slot, a float)
+        self._margin_args: tuple[int, float] = (
+            round(self.margin * 1e6),
+            pacing(self.rates, self.margin) * 1e6,
         )
         self._keys: dict[Network, list[str]] = {}
 
     def __repr__(self) -> str:
-        return f"RedisLimiter({self._address!r}, rates={list(self.rates)!r}, name={self.name!r})"
+        margin = "" if self.margin == DEFAULT_MARGIN else f", margin={self.margin!r}"
+        return (
+            f"RedisLimiter({self._address!r}, rates={list(self.rates)!r}, "
+            f"name={self.name!r}{margin})"
+        )
 
     @property
     def owns_client(self) -> bool:
@@ -238,7 +239,8 @@ class RedisLimiter:
         return self._owns
 
     def keys(self, network: Network | NetworkName) -> list[str]:
-        """The keys this limiter writes for ``network``: the hold, the last start, one per rate.
+        """The keys this limiter writes for ``network``: the hold, the Retry-After of the 429
+        that placed it, the last start's pacing point, one per rate.
 
         All share one hash tag, ``{name:network}``, so they live in one Redis Cluster slot.
         """
@@ -248,7 +250,7 @@ class RedisLimiter:
         keys = self._keys.get(network)
         if keys is None:
             prefix = f"asyncapi_client:{{{self.name}:{network.value}}}"
-            keys = [f"{prefix}:hold", f"{prefix}:last"]
+            keys = [f"{prefix}:hold", f"{prefix}:hold:retry_after", f"{prefix}:last"]
             keys += [f"{prefix}:rate:{count}:{window}" for count, window in self._windows()]
             self._keys[network] = keys
         return keys
@@ -296,28 +298,39 @@ class RedisLimiter:
             raise asyncio.CancelledError
         return reply
 
-    async def _reserve(self, weight: int, network: Network, now: int | None = None) -> list[int]:
-        """Run the acquisition script: [µs until the start, µs of hold left].
+    async def _reserve(
+        self, weight: int, network: Network, now: int | None = None
+    ) -> tuple[int, int, bool, str | None]:
+        """Run the acquisition script: µs until the start, µs of hold left, whether a slot
+        was reserved (not inside a hold), and the hold's Retry-After.
 
         ``now`` (µs) replaces the server's clock; only tests pass it.
         """
-        args = (weight, EXPIRY_MARGIN_MS, "" if now is None else now, *self._rate_args)
+        args = (
+            weight,
+            EXPIRY_MARGIN_MS,
+            "" if now is None else now,
+            *self._margin_args,
+            *self._rate_args,
+        )
         reply = await self._call(self._acquire, self._keys_of(network), args, network)
-        return [int(reply[0]), int(reply[1])]
+        why = reply[3].decode("utf-8", "replace") if isinstance(reply[3], bytes) else reply[3]
+        return int(reply[0]), int(reply[1]), bool(reply[2]), shown_retry_after(why)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
         """Reserve the slots one request of ``operation`` takes on ``network``, fleet-wide."""
-        ahead, held = await self._reserve(self.weights.get(operation, 1), network)
-        return Admission(wait=ahead / 1e6, held=held / 1e6)
+        ahead, held, reserved, why = await self._reserve(self.weights.get(operation, 1), network)
+        return Admission(wait=ahead / 1e6, held=held / 1e6, reserved=reserved, retry_after=why)
 
     async def held(self, network: Network) -> float:
         """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock."""
         left = await self._call(self._held, self._keys_of(network)[:1], ("",), network)
         return int(left) / 1e6
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         """Hold every request of the fleet to ``network`` for ``seconds``, at most
-        :data:`~asyncapi_client._limiters.MAX_HOLD` (never shortens one)."""
+        :data:`~asyncapi_client._limiters.MAX_HOLD` (never shortens one); ``retry_after``:
+        the server's header, shown in the messages of every process it holds."""
         if isinstance(seconds, bool) or not isinstance(seconds, int | float):
             raise ValueError(f"hold seconds must be a number, got {seconds!r}")
         if not 0.0 <= seconds < math.inf:
@@ -326,8 +339,16 @@ class RedisLimiter:
         if micros == 0:
             self._check_open()
             return
-        args = (micros, EXPIRY_MARGIN_MS, "")
-        await self._call(self._hold, self._keys_of(network)[:1], args, network)
+        args = (micros, EXPIRY_MARGIN_MS, "", shown_retry_after(retry_after) or "")
+        await self._call(self._hold, self._keys_of(network)[:2], args, network)
+
+    async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
+        """End the 429 hold on ``network`` (a Network or its name; None: every network) at
+        once, for every process of the fleet. Requests already waiting on it go within
+        :data:`~asyncapi_client._limiters.HOLD_RECHECK` s."""
+        networks = list(Network) if network is None else [parse_network(network)]
+        for each in networks:  # one call per network: their keys live in different slots
+            await self._call(self._clear, self._keys_of(each)[:2], (), each)
 
     async def aclose(self) -> None:
         """Close the connection pool if the limiter made it; a borrowed client stays open."""

@@ -37,11 +37,6 @@ FENCE = re.compile(
 )
 FRAGMENT = "<!-- fragment -->"
 OUTPUT = "<!-- output -->"
-# A link in the README to a page another branch adds; it lands with that page. A link that is
-# not listed here must point at a file that exists.
-PENDING_PAGES = {
-    "docs/guides/rate-limits.md",
-}
 
 
 def _shown(page: Path) -> str:
@@ -167,7 +162,7 @@ def test_the_readme_is_a_front_door() -> None:
     links = re.findall(r"\]\((?!https?://|#|mailto:)([^)#\s]+)(?:#[^)]*)?\)", text)
     assert links, "the README links into the docs"
     for link in links:
-        assert (ROOT / link).exists() or link in PENDING_PAGES, link
+        assert (ROOT / link).exists(), link
 
 
 def test_the_parser_tells_the_three_kinds_apart(tmp_path: Path) -> None:

@@ -24,10 +24,11 @@ from asyncapi_client import (
     Network,
     Rate,
     RateLimitError,
+    RequestTimeoutError,
     RetryEvent,
     TransportError,
 )
-from asyncapi_client._limiters import MAX_HOLD
+from asyncapi_client._limiters import MAX_HOLD, OperationName
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests.test_limiters import max_in_window, starts_after
@@ -61,9 +62,15 @@ async def script_starts(
     """Reserve ``(now µs, weight)`` requests through the script with an explicit clock."""
     out = []
     for now, weight in requests:
-        ahead, _ = await limiter._reserve(weight, network, now)
+        ahead, held, reserved, _ = await limiter._reserve(weight, network, now)
+        assert (held, reserved) == (0, True)
         out.append(now + ahead)
     return out
+
+
+#: A margin whose pace (margin / count, in µs) is a whole number for every count up to 6:
+#: the script keeps whole µs, so the reference in floats then matches it exactly.
+MARGIN = 0.06
 
 
 # --- arguments ------------------------------------------------------------------------------
@@ -150,6 +157,7 @@ def test_keys_share_one_hash_tag_per_name_and_network() -> None:
     limiter = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(20, 1.0), Rate(600, 60.0)], name="b")
     assert limiter.keys("mainnet") == [
         "asyncapi_client:{b:mainnet}:hold",
+        "asyncapi_client:{b:mainnet}:hold:retry_after",
         "asyncapi_client:{b:mainnet}:last",
         "asyncapi_client:{b:mainnet}:rate:20:1000000",
         "asyncapi_client:{b:mainnet}:rate:600:60000000",
@@ -159,10 +167,13 @@ def test_keys_share_one_hash_tag_per_name_and_network() -> None:
     with pytest.raises(ValueError, match="unknown network 'mainet'"):
         limiter.keys("mainet")  # type: ignore[arg-type]
     limiter.keys(MAIN).clear()  # a copy: the limiter's own list is untouched
-    assert len(limiter.keys(MAIN)) == 4
+    assert len(limiter.keys(MAIN)) == 5
     # a rate named twice is one quota, not two lists that both count every start
     twice = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(2, 1.0), Rate(2, 1.0)], name="b")
-    assert len(twice.keys(MAIN)) == 3
+    assert len(twice.keys(MAIN)) == 4
+    # the margin is not in a key: members with other margins share the rate's list
+    wider = RedisLimiter("redis://127.0.0.1:6379/0", [Rate(20, 1.0)], name="b", margin=0.2)
+    assert wider.keys(MAIN)[3] == limiter.keys(MAIN)[3]
 
 
 # --- the script's arithmetic is earliest_start's --------------------------------------------
@@ -177,19 +188,25 @@ TABLE = [
 ]
 
 
+@pytest.mark.parametrize("margin", [0.0, MARGIN])
 @pytest.mark.parametrize(("rates", "requests"), TABLE)
 async def test_script_matches_earliest_start_on_the_table(
-    redis_url: str, rates: list[Rate], requests: list[tuple[int, int]]
+    redis_url: str, rates: list[Rate], requests: list[tuple[int, int]], margin: float
 ) -> None:
     # the reference in µs: the rule does not care about the unit
     reference = [Rate(rate.count, rate.seconds * MICRO) for rate in rates]
-    expected = starts_after(reference, [(float(now), weight) for now, weight in requests])
-    async with RedisLimiter(redis_url, rates, name="table") as limiter:
+    expected = starts_after(
+        reference, [(float(now), weight) for now, weight in requests], margin * MICRO
+    )
+    async with RedisLimiter(redis_url, rates, name="table", margin=margin) as limiter:
         assert await script_starts(limiter, requests) == expected
 
 
+@pytest.mark.parametrize("margin", [0.0, MARGIN])
 @pytest.mark.parametrize("seed", range(12))
-async def test_script_matches_earliest_start_on_random_sequences(redis_url: str, seed: int) -> None:
+async def test_script_matches_earliest_start_on_random_sequences(
+    redis_url: str, seed: int, margin: float
+) -> None:
     rnd = random.Random(seed)
     windows = [rnd.choice([500_000, MICRO, 3 * MICRO]) for _ in range(rnd.randint(1, 3))]
     rates = [Rate(rnd.randint(1, 6), window / MICRO) for window in windows]
@@ -200,35 +217,39 @@ async def test_script_matches_earliest_start_on_random_sequences(redis_url: str,
         now += rnd.choice([0, 0, 1, 50_000, 300_000, MICRO])
         requests.append((now, rnd.randint(1, smallest)))
     reference = [Rate(rate.count, window) for rate, window in zip(rates, windows, strict=True)]
-    expected = starts_after(reference, [(float(t), w) for t, w in requests])
-    async with RedisLimiter(redis_url, rates, name=f"seed{seed}") as limiter:
+    expected = starts_after(reference, [(float(t), w) for t, w in requests], margin * MICRO)
+    async with RedisLimiter(redis_url, rates, name=f"seed{seed}", margin=margin) as limiter:
         got = await script_starts(limiter, requests)
     assert got == expected
 
 
+@pytest.mark.parametrize("margin", [0.0, MARGIN])
 async def test_two_rates_at_once_hold_on_the_server_clock(
-    redis_url: str, redis_client: aredis.Redis
+    redis_url: str, redis_client: aredis.Redis, margin: float
 ) -> None:
     rates = [Rate(5, 1.0), Rate(8, 3.0)]
-    async with RedisLimiter(redis_url, rates, name="two") as limiter:
-        last_key = limiter.keys(MAIN)[1]
+    pace = round(margin / 5 * MICRO)  # the smallest count's pace
+    async with RedisLimiter(redis_url, rates, name="two", margin=margin) as limiter:
+        last_key = limiter.keys(MAIN)[2]
         starts = []
         for _ in range(20):
             admission = await limiter.acquire("pool", MAIN)
             assert admission.held == 0.0
-            start = await redis_client.get(last_key)  # this reservation's start
-            assert start is not None
-            starts.append(int(start))
+            paced = await redis_client.get(last_key)  # this reservation's start, plus a pace
+            assert paced is not None
+            starts.append(int(paced) - pace)
     assert starts == sorted(starts)
     slots = [s / MICRO for s in starts]
-    assert max_in_window(slots, 1.0) == 5
-    assert max_in_window(slots, 3.0) == 8
-    # the rates bind: 20 requests need 6 s of the 3 s window's room (8 + 8 + 4)
-    assert starts[-1] - starts[0] >= 6 * MICRO
+    assert max_in_window(slots, 1.0 + margin) == 5
+    assert max_in_window(slots, 3.0 + margin) == 8
+    # the rates bind: 20 requests need 6 s of the 3 s window's room (8 + 8 + 4), and each
+    # slot frees a margin later
+    assert starts[-1] - starts[0] >= (6 + 2 * margin) * MICRO
 
 
 async def test_weights_take_their_slots(redis_url: str) -> None:
-    async with RedisLimiter(redis_url, [Rate(4, 60.0)], name="w", weights={"orders": 3}) as lim:
+    weights: dict[OperationName, int] = {"orders": 3}
+    async with RedisLimiter(redis_url, [Rate(4, 60.0)], name="w", weights=weights, margin=0) as lim:
         assert lim.weights == {"orders": 3}
         first = await lim.acquire("orders", MAIN)  # three slots
         second = await lim.acquire("pool", MAIN)  # the fourth
@@ -251,19 +272,20 @@ async def test_hold_is_shared_on_the_server_clock(
         RedisLimiter(redis_client, [Rate(100, 1.0)], name="h") as other,
     ):
         assert await other.held(MAIN) == 0.0
-        await one.hold(MAIN, 30.0)
-        await one.hold(MAIN, 1.0)  # never shortens a hold
+        await one.hold(MAIN, 30.0, "30")
+        await one.hold(MAIN, 1.0, "1")  # never shortens a hold
         await one.hold(MAIN, 0.0)  # nothing to hold
         held = await other.held(MAIN)
         assert 20.0 < held <= 30.0  # (a margin for a slow machine between the calls)
         assert await other.held(Network.TESTNET) == 0.0
         admission = await other.acquire("pool", MAIN)
         assert 20.0 < admission.held <= admission.wait <= 30.0
-        # the slot is reserved after the hold, and the next one no sooner than that one
-        assert (await one.acquire("pool", MAIN)).wait > admission.held - 5.0
+        assert admission.retry_after == "30"  # the server's own value, in every process
+        assert not admission.reserved  # nothing is reserved inside a hold
         assert (await one.acquire("pool", Network.TESTNET)) == Admission(wait=0.0)
         hold_ttl = await redis_client.pttl(one.keys(MAIN)[0])
         assert 20_000 < hold_ttl <= 30_000 + EXPIRY_MARGIN_MS
+        assert await redis_client.pttl(one.keys(MAIN)[1]) == hold_ttl  # its Retry-After
     assert await redis_client.ping()  # the borrowed client stays open
 
 
@@ -283,8 +305,8 @@ async def test_the_hold_script_bounds_what_it_is_handed_too(
     redis_url: str, redis_client: aredis.Redis
 ) -> None:
     async with RedisLimiter(redis_url, [Rate(100, 1.0)], name="script") as limiter:
-        keys = limiter.keys(MAIN)[:1]
-        await limiter._call(limiter._hold, keys, (10**22, EXPIRY_MARGIN_MS, 0), MAIN)
+        keys = limiter.keys(MAIN)[:2]
+        await limiter._call(limiter._hold, keys, (10**22, EXPIRY_MARGIN_MS, 0, ""), MAIN)
         stored = await redis_client.get(keys[0])
         assert stored is not None
         assert int(stored) == MAX_HOLD * MICRO
@@ -309,7 +331,59 @@ async def test_a_429_with_a_huge_retry_after_through_redis_is_one_request(
         assert info.value.attempts == 1
         assert len(server.requests) == 1
         ttl = await redis_client.pttl(limiter.keys(MAIN)[0])
-        assert 0 < ttl <= MAX_HOLD * 1000 + EXPIRY_MARGIN_MS
+        assert 50_000 < ttl <= 60_000 + EXPIRY_MARGIN_MS  # retry_after_cap, not a day
+        assert await redis_client.get(limiter.keys(MAIN)[1]) == retry_after.encode()
+
+
+async def test_a_huge_retry_after_holds_the_fleet_for_the_cap_only(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    """Two members (each its own limiter and client): one meets ``Retry-After: 10**9``
+    and raises at once; the other is held for the cap (1 s) and says what the server sent."""
+    rates = [Rate(100, 1.0)]
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(redis_url, rates, name="cap") as one,
+        RedisLimiter(redis_url, rates, name="cap") as other,
+        Client(base_url=server.base_url, limiter=one, retry_after_cap=1.0) as first,
+        Client(base_url=server.base_url, limiter=other, retry_after_cap=1.0) as second,
+    ):
+        server.script("tokens", Reply(429, headers={"Retry-After": "1000000000"}))
+        with pytest.raises(RateLimitError, match="1000000000s") as refused:
+            await first.tokens()
+        assert refused.value.attempts == 1
+        assert 0 < await redis_client.pttl(one.keys(MAIN)[0]) <= 1000 + EXPIRY_MARGIN_MS
+        with pytest.raises(RequestTimeoutError) as timed_out:
+            await second.tokens(deadline=0.5)
+        assert timed_out.value.attempts == 0
+        assert "a 429 hold (the server sent Retry-After: 1000000000)" in str(timed_out.value)
+        await second.tokens()  # waits the hold out: 1 s, not 10**9 s, nor a day
+    limited, after = server.requests
+    assert limited.answered_at is not None
+    assert 1.0 - 0.05 <= after.time - limited.answered_at < 1.0 + 0.5
+
+
+async def test_clear_hold_ends_the_fleets_hold_for_every_member(redis_url: str) -> None:
+    rates = [Rate(100, 1.0)]
+    async with (
+        RedisLimiter(redis_url, rates, name="clear") as one,
+        RedisLimiter(redis_url, rates, name="clear") as other,
+    ):
+        for network in Network:
+            await one.hold(network, 60.0, "60")
+        await other.clear_hold("testnet")  # one network, by name
+        assert await one.held(Network.TESTNET) == 0.0
+        assert await one.held(MAIN) > 50.0
+        await other.clear_hold()  # every network
+        assert await one.held(MAIN) == 0.0
+        assert (await one.acquire("pool", MAIN)).wait == 0.0
+        await one.hold(MAIN, 60.0)  # a hold after a clear holds again, without a value
+        admission = await other.acquire("pool", MAIN)
+        assert (admission.reserved, admission.retry_after) == (False, None)
+        with pytest.raises(ValueError, match="unknown network"):
+            await one.clear_hold("main")  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="is closed"):
+        await one.clear_hold()
 
 
 # --- expiry ---------------------------------------------------------------------------------
@@ -323,8 +397,8 @@ async def test_every_key_expires(redis_url: str, redis_client: aredis.Redis) -> 
             for op, net in itertools.product(("pool", "orders"), (MAIN, Network.TESTNET))
             for _ in range(4)
         ]
-        await limiter.hold(Network.TESTNET, 60.0)
-        written = set(limiter.keys(MAIN)[1:] + limiter.keys(Network.TESTNET))
+        await limiter.hold(Network.TESTNET, 60.0, "60")
+        written = set(limiter.keys(MAIN)[2:] + limiter.keys(Network.TESTNET))
     keys = {key.decode() if isinstance(key, bytes) else key for key in await redis_client.keys("*")}
     assert keys == written  # the documented keys only (no hold was asked on mainnet)
     longest_wait = max(waits)
@@ -332,7 +406,8 @@ async def test_every_key_expires(redis_url: str, redis_client: aredis.Redis) -> 
         ttl = await redis_client.pttl(key)
         assert ttl > 0, f"{key} has no expiry"
         # no longer than it can matter: the furthest reservation plus the longest window
-        assert ttl <= (longest_wait + 120.0) * 1000 + EXPIRY_MARGIN_MS + 5, key
+        # (widened by the margin)
+        assert ttl <= (longest_wait + 120.0 + limiter.margin) * 1000 + EXPIRY_MARGIN_MS + 5, key
     # the lists keep only the newest `count` starts
     for key in keys:
         if ":rate:" in key:
@@ -388,6 +463,23 @@ async def test_unreachable_redis_is_a_limiter_error_naming_the_limiter() -> None
                 assert "s3cret" not in str(info.value) + info.value.limiter
                 assert info.value.network == "mainnet"
     assert not other_tasks()
+
+
+async def test_a_deadline_while_redis_is_down_names_the_limiter_and_its_failure() -> None:
+    """The bot's log line says what is wrong, not only ``__cause__``."""
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(f"redis://127.0.0.1:{_closed_port()}/0", [Rate(5, 1.0)], name="down") as lim,
+        Client(base_url=server.base_url, limiter=lim, deadline=1.0) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.tokens()
+    error = caught.value
+    assert error.attempts == 0
+    assert f"the limiter {lim!r} could not be reached" in str(error)
+    assert "the fleet limiter's Redis failed: ConnectionError" in str(error)
+    assert isinstance(error.__cause__, LimiterError)
+    assert server.requests == []
 
 
 def _closed_port() -> int:

@@ -9,6 +9,7 @@ appears during a wait, a limiter that fails or hangs, and what closing leaves al
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,8 +20,10 @@ from asyncapi_client import (
     LimiterError,
     LocalLimiter,
     Network,
+    NetworkName,
     Rate,
     RateLimitError,
+    RequestTimeoutError,
     RetryEvent,
 )
 from tests._checks import settled, stray_tasks
@@ -37,8 +40,8 @@ async def _no_stray_tasks() -> AsyncIterator[None]:
 class Recording(LocalLimiter):
     """A LocalLimiter that records every question the client asks it."""
 
-    def __init__(self, rates: list[Rate] | None = None) -> None:
-        super().__init__(rates or [])
+    def __init__(self, rates: list[Rate] | None = None, margin: float = 0.05) -> None:
+        super().__init__(rates or [], margin=margin)
         self.calls: list[tuple[str, ...]] = []
 
     async def acquire(self, operation: str, network: Network) -> Admission:
@@ -49,9 +52,9 @@ class Recording(LocalLimiter):
         self.calls.append(("held", network.value))
         return await super().held(network)
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         self.calls.append(("hold", network.value, f"{seconds:g}"))
-        await super().hold(network, seconds)
+        await super().hold(network, seconds, retry_after)
 
     def asked(self, what: str) -> int:
         return sum(1 for call in self.calls if call[0] == what)
@@ -80,6 +83,9 @@ class Broken:
         return 0.0
 
     async def hold(self, network: Network, seconds: float) -> None:
+        return None
+
+    async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
         return None
 
     async def aclose(self) -> None:
@@ -232,7 +238,7 @@ async def test_a_limiter_that_stays_down_fails_with_a_limiter_error_naming_it() 
 class CannotHold(Recording):
     """A limiter that answers acquire() but whose store refuses every hold."""
 
-    async def hold(self, network: Network, seconds: float) -> None:
+    async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         self.calls.append(("hold", network.value, f"{seconds:g}"))
         raise ConnectionRefusedError("store unreachable")
 
@@ -299,4 +305,85 @@ async def test_closing_a_client_leaves_its_limiter_alone() -> None:
             async with Client(base_url=server.base_url, limiter=limiter) as client:
                 await client.pool("p1")
     assert limiter.closed is False
+    assert server.count == 2
+
+
+async def test_a_deadline_that_ends_while_the_limiter_hangs_names_it() -> None:
+    limiter = Broken(failures=1, hang=True)
+    async with (
+        RawServer() as server,
+        Client(base_url=server.base_url, limiter=limiter, timeout=5.0, deadline=0.3) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.pool("p1")
+    error = caught.value
+    assert "ran past its deadline of 0.3s" in str(error)
+    assert "waiting for the limiter Broken(redis://127.0.0.1:1) to answer" in str(error)
+    assert error.attempts == 0
+    assert server.count == 0
+
+
+async def test_a_deadline_before_the_retry_of_a_failed_limiter_names_its_failure() -> None:
+    limiter = Broken(failures=100)
+    async with (
+        RawServer() as server,
+        Client(base_url=server.base_url, limiter=limiter, deadline=0.01) as client,
+    ):
+        with pytest.raises(RequestTimeoutError) as caught:
+            await client.pool("p1")
+    error = caught.value
+    assert "deadline" in str(error)  # (the wait before the retry, or past it: random)
+    assert (
+        "the limiter could not be reached: the limiter Broken(redis://127.0.0.1:1) failed: "
+        "ConnectionRefusedError: store unreachable"
+    ) in str(error)
+    assert error.attempts == 0
+    assert server.count == 0
+
+
+def stall(seconds: float) -> None:
+    """Block the whole process, as a machine that does not schedule it would."""
+    time.sleep(seconds)
+
+
+@pytest.mark.parametrize(
+    ("blocked", "margin", "asked"),
+    [
+        (0.0, 0.05, 2),  # on time: one question a call
+        (0.3, 0.05, 3),  # woken 0.1 s late, more than the margin: the slot is given up
+        (0.3, 0.0, 2),  # margin 0: the limiter's own clock only, no check
+    ],
+)
+async def test_a_wait_overslept_by_more_than_the_margin_gives_the_slot_up(
+    blocked: float, margin: float, asked: int
+) -> None:
+    """The process stalls while the call sleeps for its slot: woken that late, it asks again
+    rather than sending among the next window's requests."""
+    limiter = Recording([Rate(1, 0.2)], margin=margin)
+    async with (
+        RawServer(default=respond(200, pool_json("p1"))) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        await client.pool("p1")  # the first slot
+        loop = asyncio.get_running_loop()
+        # the loop is blocked while the second call sleeps for its slot (0.2 s + margin)
+        loop.call_later(0.05, stall, blocked)
+        await client.pool("p2")
+    assert limiter.asked("acquire") == asked
+    assert server.count == 2
+
+
+async def test_a_process_always_late_still_sends_after_two_slots_given_up() -> None:
+    limiter = Recording([Rate(1, 0.3)])  # a slot every 0.35 s
+    async with (
+        RawServer(default=respond(200, pool_json("p1"))) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        await client.pool("p1")
+        loop = asyncio.get_running_loop()
+        # every wait for a slot (until 0.35, 0.7, 1.05 s) is overslept by 0.1 s
+        for delay, seconds in ((0.05, 0.4), (0.5, 0.3), (0.85, 0.3)):
+            loop.call_later(delay, stall, seconds)
+        await client.pool("p2")
+    assert limiter.asked("acquire") == 4  # the first call; the second: two given up, then sent
     assert server.count == 2

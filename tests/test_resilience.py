@@ -164,18 +164,17 @@ async def test_a_held_back_request_that_would_outlive_its_deadline_fails_at_once
     assert server.count == 1
 
 
-async def test_a_hold_longer_than_the_cap_fails_every_request_at_once() -> None:
+async def test_a_retry_after_longer_than_the_cap_holds_the_host_for_the_cap_only() -> None:
     async with (
         RawServer([respond(429, headers={"Retry-After": "120"})]) as server,
-        Client(base_url=server.base_url) as client,
+        Client(base_url=server.base_url, retry_after_cap=1.0) as client,
     ):
-        with pytest.raises(RateLimitError):
-            await client.pool("first")
         with pytest.raises(RateLimitError, match="cap") as caught:
-            await client.pool("second")
-    assert caught.value.retry_after is not None
-    assert 110 < caught.value.retry_after <= 120
-    assert server.count == 1  # the second request was never sent
+            await client.pool("first")
+        assert server.count == 1  # raised at once
+        await client.pool("second")  # held back for the cap, not for 120 s
+    assert caught.value.retry_after == 120
+    assert 1.0 - 0.05 <= server.times[1] - server.times[0] < 5.0, server.times
 
 
 # --- rate limit and connections ----------------------------------------------------------------
