@@ -25,14 +25,12 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias, TypeVar
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._errors import ApiError, DecodeError, ResponseTooLargeError, StatusError, TransportError
 from ._limiters import OPERATIONS, OperationName
-from ._network import Network
 from ._request import Outcome, Request
 from ._types import CacheState
 
@@ -56,8 +54,8 @@ __all__ = [
 
 T = TypeVar("T")
 
-#: An Outcome and where it came from (the fields of Response, in order).
-Cached = tuple[T, int, Mapping[str, str], bytes, str, Network, int, float, CacheState | None]
+#: An Outcome and where it came from (its ``cache`` field set).
+Cached: TypeAlias = Outcome[T]
 
 #: The operations a cache answers when its ``ttl`` is not given (seconds fresh).
 DEFAULT_TTL: Final[Mapping[str, float]] = {"tokens": 300.0, "token_markets": 60.0}
@@ -186,16 +184,6 @@ def _merged(stored: Mapping[str, str], fresh: Mapping[str, str]) -> CIMultiDictP
         if name.lower() in names:
             merged.add(name, value)
     return CIMultiDictProxy(merged)
-
-
-async def conditional_middleware(
-    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
-) -> aiohttp.ClientResponse:
-    """Adds the cache's validators to the request being revalidated (none otherwise)."""
-    extra = CONDITIONAL.get()
-    if extra:
-        request.headers.update(extra)
-    return await handler(request)
 
 
 # --- entries and backends ---------------------------------------------------------------
@@ -445,14 +433,14 @@ def _servable_on_error(error: ApiError) -> bool:
 
 def _from_entry(
     request: Request[T], entry: Entry, headers: Mapping[str, str], attempts: int, started: float
-) -> tuple[T, int, Mapping[str, str], bytes, str, Network, int, float] | None:
+) -> Outcome[T] | None:
     """The outcome ``entry`` answers; None when its body does not decode (an entry that
     another process or a person wrote into a shared cache): then it is not used."""
     try:
         value = request.decode(entry.body)
     except DecodeError:
         return None
-    return (
+    return Outcome(
         value,
         entry.status,
         headers,
@@ -479,11 +467,11 @@ async def cached_call(
         try:
             entry = await cache._get(key, bound)
         except _Unavailable:
-            return (*await send(request), "miss")
+            return (await send(request))._replace(cache="miss")
         if entry is not None and entry.fresh(time.time()):
             hit = _from_entry(request, entry, entry.headers, 0, started)
             if hit is not None:
-                return (*hit, "hit")
+                return hit._replace(cache="hit")
             entry = None  # fetched again, and replaced
         flight = cache._flights.get(key)
         if flight is None:
@@ -521,16 +509,16 @@ async def _lead(
     try:
         token = await cache._lock(key, bound)
     except _Unavailable:
-        return (*await send(request), "miss")
+        return (await send(request))._replace(cache="miss")
     if token is None:  # another process fetched (or gave up): read what it stored
         try:
             stored = await cache._get(key, bound)
         except _Unavailable:
-            return (*await send(request), "miss")
+            return (await send(request))._replace(cache="miss")
         if stored is not None and stored.fresh(time.time()):
             hit = _from_entry(request, stored, stored.headers, 0, started)
             if hit is not None:
-                return (*hit, "hit")
+                return hit._replace(cache="hit")
             stored = None
         return await _fetch(cache, request, key, stored or entry, send, bound, started)
     try:
@@ -542,7 +530,7 @@ async def _lead(
             if stored is not None and stored.fresh(time.time()):
                 hit = _from_entry(request, stored, stored.headers, 0, started)
                 if hit is not None:
-                    return (*hit, "hit")
+                    return hit._replace(cache="hit")
             entry = stored or entry
         return await _fetch(cache, request, key, entry, send, bound, started)
     finally:
@@ -586,17 +574,17 @@ async def _fetch(
                     lifetime=lifetime,
                 )
                 await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
-            return (*confirmed[:2], headers, *confirmed[3:], "revalidated")
+            return confirmed._replace(headers=headers, cache="revalidated")
         if _servable_on_error(exc) and entry.age(time.time()) - entry.lifetime <= (
             cache.stale_if_error
         ):
             stale = _from_entry(request, entry, entry.headers, exc.attempts, started)
             if stale is not None:
-                return (*stale, "stale")
+                return stale._replace(cache="stale")
         raise
     finally:
         CONDITIONAL.reset(context)
-    answered = outcome[2]
+    answered = outcome.headers
     lifetime = freshness(answered, ttl)
     if lifetime is None:
         if entry is not None:
@@ -604,11 +592,18 @@ async def _fetch(
     else:
         etag, modified = validators(answered)
         stored = Entry(
-            outcome[3], outcome[1], answered, outcome[4], etag, modified, time.time(), lifetime
+            outcome.content,
+            outcome.status,
+            answered,
+            outcome.url,
+            etag,
+            modified,
+            time.time(),
+            lifetime,
         )
         keep = cache._keep(request.operation, stored)
         if keep > 0:  # fresh for a while, or kept to revalidate or to serve on an error
             await cache._put(key, stored, keep, bound)
         elif entry is not None:
             await cache._drop(key, bound)
-    return (*outcome, "miss")
+    return outcome._replace(cache="miss")

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import re
 import ssl as ssl_module
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar, cast
 from urllib.parse import quote, unquote
 
 import aiohttp
 from yarl import URL
 
-from . import _decode
 from ._cache import CacheBackend
 from ._checkpoint import Checkpoint, continue_from
 from ._limiters import Limiter, LocalLimiter, Rate
@@ -31,7 +31,19 @@ from ._models import (
     UserProfile,
 )
 from ._network import Hosts, Network, parse_network
-from ._request import Request, Response
+from ._operations import (
+    ENDPOINTS,
+    LEADERBOARD,
+    ORDERS,
+    POOL,
+    TOKEN_MARKETS,
+    TOKENS,
+    USER,
+    Endpoint,
+    ResponseOf,
+)
+from ._request import Request
+from ._request import Response as Response  # with_response's hints name it here
 from ._retry import RetryEvent, RetryPolicy
 from ._transport import _UNRESERVED, Transport, encode_segment
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
@@ -45,15 +57,8 @@ __all__ = ["Client", "WithResponse"]
 
 T = TypeVar("T")
 
-#: Each operation's path, as telemetry's ``url.template`` names it.
-TEMPLATES: Final = {
-    "tokens": "/api/tokens",
-    "token_markets": "/api/aggregated/tokens/{token}/markets",
-    "pool": "/api/clob/pools/{poolId}",
-    "user": "/api/clob/users/{address}",
-    "orders": "/api/clob/users/{address}/orders",
-    "leaderboard": "/api/dash/leaderboard",
-}
+#: Each operation's path, as telemetry's ``url.template`` names it (from the endpoints table).
+TEMPLATES: Final = {e.name: e.template for e in ENDPOINTS}
 
 
 # What the private helpers take (the public signatures spell the types out, so that
@@ -215,18 +220,27 @@ def _positive_number(value: object, argument: str, *, optional: bool) -> float |
     return float(value)
 
 
-def _query(params: Mapping[str, object]) -> str:
-    """``k=v&...`` with every value percent-encoded; None values are not sent."""
+def _query(names: Sequence[str], values: Sequence[object]) -> str:
+    """``k=v&...`` of an endpoint's query ``names`` and their ``values``, each value
+    percent-encoded; None values are not sent."""
     try:
         return "&".join(
             f"{key}={quote(str(value), safe='')}"
-            for key, value in params.items()
+            for key, value in zip(names, values, strict=True)
             if value is not None
         )
     except UnicodeEncodeError:
+        shown = dict(zip(names, values, strict=True))
         raise ValueError(
-            f"a query value is not valid text (it has no UTF-8 form): {params}"
+            f"a query value is not valid text (it has no UTF-8 form): {shown}"
         ) from None
+
+
+class _Fetch(Protocol):
+    """What runs a Request: the transport's ``get`` (the value), or for the response view
+    its ``send`` (the whole Response)."""
+
+    def __call__(self, request: Request[T], /) -> Coroutine[Any, Any, T]: ...
 
 
 class Client:
@@ -340,6 +354,8 @@ class Client:
             trace_configs=trace_configs,
             cache=cache,
         )
+        #: Runs a Request for its value (the response view's runs it for the Response).
+        self._fetch: _Fetch = self._transport.get
         self.with_response: Final = WithResponse(self)
         """The six operations again, each returning a :class:`Response` with the value."""
 
@@ -434,7 +450,9 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._transport.get(self._tokens(search, network, deadline))
+        _check_instance(search, str, "search")
+        query = _query(TOKENS.query, (search,))
+        return await self._fetch(self._request(TOKENS, network, deadline, None, query))
 
     async def token_markets(
         self,
@@ -452,7 +470,8 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._transport.get(self._token_markets(token, network, deadline))
+        segment = _identifier(token, "token")
+        return await self._fetch(self._request(TOKEN_MARKETS, network, deadline, segment))
 
     async def pool(
         self,
@@ -470,7 +489,8 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._transport.get(self._pool(pool_id, network, deadline))
+        segment = _identifier(pool_id, "pool_id")
+        return await self._fetch(self._request(POOL, network, deadline, segment))
 
     async def user(
         self,
@@ -488,7 +508,8 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._transport.get(self._user(address, network, deadline))
+        segment = _identifier(address, "address")
+        return await self._fetch(self._request(USER, network, deadline, segment))
 
     async def orders(
         self,
@@ -517,8 +538,10 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        request = self._orders(address, market, status, side, limit, cursor, network, deadline)
-        return await self._transport.get(request)
+        segment, filters = self._orders_filters(address, market, status, side, limit)
+        _check_instance(cursor, str, "cursor")
+        query = _query(ORDERS.query, (*filters, cursor))
+        return await self._fetch(self._request(ORDERS, network, deadline, segment, query))
 
     async def leaderboard(
         self,
@@ -538,94 +561,28 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._transport.get(self._leaderboard(page, limit, network, deadline))
+        _optional_positive_int(page, "page")
+        _optional_positive_int(limit, "limit")
+        query = _query(LEADERBOARD.query, (page, limit))
+        return await self._fetch(self._request(LEADERBOARD, network, deadline, None, query))
 
     # --- one Request per call, built here and nowhere else ---------------------------------
 
-    def _tokens(
-        self, search: str | None, network: _NetworkArg, deadline: _DeadlineArg
-    ) -> Request[Sequence[Token]]:
-        _check_instance(search, str, "search")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        query = _query({"search": search})
-        return self._transport.request(
-            "tokens", net, TEMPLATES["tokens"], "/tokens", query, _decode.TOKENS, dl
-        )
-
-    def _token_markets(
-        self, token: str, network: _NetworkArg, deadline: _DeadlineArg
-    ) -> Request[Sequence[Market]]:
-        segment = _identifier(token, "token")
-        net, dl = self._network_for(network, Network.TESTNET), self._deadline(deadline)
-        path = f"/aggregated/tokens/{segment}/markets"
-        return self._transport.request(
-            "token_markets", net, TEMPLATES["token_markets"], path, "", _decode.MARKETS, dl
-        )
-
-    def _pool(self, pool_id: str, network: _NetworkArg, deadline: _DeadlineArg) -> Request[Pool]:
-        segment = _identifier(pool_id, "pool_id")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        path = f"/clob/pools/{segment}"
-        return self._transport.request("pool", net, TEMPLATES["pool"], path, "", _decode.POOL, dl)
-
-    def _user(
-        self, address: str, network: _NetworkArg, deadline: _DeadlineArg
-    ) -> Request[UserProfile]:
-        segment = _identifier(address, "address")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        path = f"/clob/users/{segment}"
-        return self._transport.request("user", net, TEMPLATES["user"], path, "", _decode.USER, dl)
-
-    def _orders(
+    def _request(
         self,
-        address: str,
-        market: str | None,
-        status: OrderStatus | str | None,
-        side: Side | str | None,
-        limit: int | None,
-        cursor: str | None,
+        endpoint: Endpoint[T],
         network: _NetworkArg,
         deadline: _DeadlineArg,
-    ) -> Request[OrdersPage]:
-        path, filters = self._orders_request(address, market, status, side, limit)
-        _check_instance(cursor, str, "cursor")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        return self._orders_page_request(net, path, filters, cursor, dl)
-
-    def _orders_page_request(
-        self,
-        network: Network,
-        path: str,
-        filters: Mapping[str, object],
-        cursor: str | None,
-        deadline: float | None,
-    ) -> Request[OrdersPage]:
-        query = _query({**filters, "cursor": cursor})
-        return self._transport.request(
-            "orders", network, TEMPLATES["orders"], path, query, _decode.ORDERS_PAGE, deadline
-        )
-
-    def _leaderboard(
-        self, page: int | None, limit: int | None, network: _NetworkArg, deadline: _DeadlineArg
-    ) -> Request[LeaderboardPage]:
-        _optional_positive_int(page, "page")
-        _optional_positive_int(limit, "limit")
-        net, dl = self._network_for(network), self._deadline(deadline)
-        return self._leaderboard_page_request(net, page, limit, dl)
-
-    def _leaderboard_page_request(
-        self, network: Network, page: int | None, limit: int | None, deadline: float | None
-    ) -> Request[LeaderboardPage]:
-        query = _query({"page": page, "limit": limit})
-        return self._transport.request(
-            "leaderboard",
-            network,
-            TEMPLATES["leaderboard"],
-            "/dash/leaderboard",
-            query,
-            _decode.LEADERBOARD_PAGE,
-            deadline,
-        )
+        segment: str | None = None,
+        query: str = "",
+    ) -> Request[T]:
+        """The Request of one call of ``endpoint``, its network and deadline resolved."""
+        net = (endpoint.network or self._network) if network is None else parse_network(network)
+        if deadline is USE_CLIENT_DEFAULT:
+            dl = self._transport.deadline
+        else:
+            dl = _positive_number(deadline, "deadline", optional=True)
+        return self._transport.request(endpoint, net, segment, query, dl)
 
     # --- streams ----------------------------------------------------------------------
 
@@ -764,7 +721,7 @@ class Client:
 
     # --- shared by operations and streams ---------------------------------------------
 
-    def _orders_request(
+    def _orders_filters(
         self,
         address: str,
         market: str | None,
@@ -772,37 +729,17 @@ class Client:
         side: Side | str | None,
         limit: int | None,
         limit_name: str = "limit",
-    ) -> tuple[str, dict[str, object]]:
-        path = f"/clob/users/{_identifier(address, 'address')}/orders"
+    ) -> tuple[str, tuple[str | int | None, ...]]:
+        """The address's path segment and the values of ``market, status, side, limit``."""
+        segment = _identifier(address, "address")
         _check_instance(market, str, "market")
-        filters: dict[str, object] = {
-            "market": market,
-            "status": None
-            if status is None
-            else OrderStatus.parse_argument(status, "status").value,
-            "side": None if side is None else Side.parse_argument(side, "side").value,
-            "limit": _optional_positive_int(limit, limit_name),
-        }
-        return path, filters
-
-    async def _orders_page(
-        self,
-        network: Network,
-        path: str,
-        filters: Mapping[str, object],
-        cursor: str | None,
-        deadline: float | None,
-    ) -> OrdersPage:
-        return await self._transport.get(
-            self._orders_page_request(network, path, filters, cursor, deadline)
+        filters = (
+            market,
+            None if status is None else OrderStatus.parse_argument(status, "status").value,
+            None if side is None else Side.parse_argument(side, "side").value,
+            _optional_positive_int(limit, limit_name),
         )
-
-    async def _leaderboard_page(
-        self, network: Network, page: int | None, limit: int | None, deadline: float | None
-    ) -> LeaderboardPage:
-        return await self._transport.get(
-            self._leaderboard_page_request(network, page, limit, deadline)
-        )
+        return segment, filters
 
     def _order_pager(
         self,
@@ -816,7 +753,9 @@ class Client:
         network: _NetworkArg,
         deadline: _DeadlineArg,
     ) -> tuple[CursorPager, Checkpoint]:
-        path, filters = self._orders_request(address, market, status, side, page_size, "page_size")
+        segment, filters = self._orders_filters(
+            address, market, status, side, page_size, "page_size"
+        )
         net, dl = self._network_for(network), self._deadline(deadline)
         start = Checkpoint(
             operation="orders",
@@ -824,13 +763,15 @@ class Client:
             page_size=page_size,
             address=address,
             market=market,
-            status=cast("str | None", filters["status"]),
-            side=cast("str | None", filters["side"]),
+            status=cast("str | None", filters[1]),
+            side=cast("str | None", filters[2]),
         )
         start = continue_from(resume, start)
+        transport = self._transport
 
         def fetch(cursor: str | None) -> Awaitable[OrdersPage]:
-            return self._orders_page(net, path, filters, cursor, dl)
+            query = _query(ORDERS.query, (*filters, cursor))
+            return transport.get(transport.request(ORDERS, net, segment, query, dl))
 
         return CursorPager(fetch, start, max_items), start
 
@@ -849,8 +790,11 @@ class Client:
         start = Checkpoint(operation="leaderboard", network=net, page_size=page_size, page=1)
         start = continue_from(resume, start)
 
+        transport = self._transport
+
         def fetch(page: int) -> Awaitable[LeaderboardPage]:
-            return self._leaderboard_page(net, page, page_size, dl)
+            query = _query(LEADERBOARD.query, (page, page_size))
+            return transport.get(transport.request(LEADERBOARD, net, None, query, dl))
 
         pager = BoardPager(fetch, start, concurrency=concurrency, max_items=max_items)
         return pager, start
@@ -859,84 +803,21 @@ class Client:
 class WithResponse:
     """``client.with_response``: the six operations, each returning a :class:`Response`.
 
-    Same arguments and checks as the plain operations; ``Response.value`` is what the
-    plain operation returns.
+    Not a copy of them: each one is the plain operation (same arguments and checks) run
+    on a view of the client whose requests bring back the whole response;
+    ``Response.value`` is what the plain operation returns.
     """
 
-    __slots__ = ("_client",)
+    __slots__ = ("_view",)
 
     def __init__(self, client: Client) -> None:
-        self._client = client
+        view = copy.copy(client)  # shares the transport, the network and the limiter
+        view._fetch = cast("_Fetch", client._transport.send)
+        self._view = view
 
-    async def tokens(
-        self,
-        *,
-        search: str | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Sequence[Token]]:
-        """:meth:`Client.tokens` with the whole response."""
-        client = self._client
-        return await client._transport.send(client._tokens(search, network, deadline))
-
-    async def token_markets(
-        self,
-        token: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Sequence[Market]]:
-        """:meth:`Client.token_markets` with the whole response."""
-        client = self._client
-        return await client._transport.send(client._token_markets(token, network, deadline))
-
-    async def pool(
-        self,
-        pool_id: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Pool]:
-        """:meth:`Client.pool` with the whole response."""
-        client = self._client
-        return await client._transport.send(client._pool(pool_id, network, deadline))
-
-    async def user(
-        self,
-        address: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[UserProfile]:
-        """:meth:`Client.user` with the whole response."""
-        client = self._client
-        return await client._transport.send(client._user(address, network, deadline))
-
-    async def orders(
-        self,
-        address: str,
-        *,
-        market: str | None = None,
-        status: OrderStatus | OrderStatusName | None = None,
-        side: Side | SideName | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[OrdersPage]:
-        """:meth:`Client.orders` with the whole response."""
-        client = self._client
-        request = client._orders(address, market, status, side, limit, cursor, network, deadline)
-        return await client._transport.send(request)
-
-    async def leaderboard(
-        self,
-        *,
-        page: int | None = None,
-        limit: int | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[LeaderboardPage]:
-        """:meth:`Client.leaderboard` with the whole response."""
-        client = self._client
-        return await client._transport.send(client._leaderboard(page, limit, network, deadline))
+    tokens = ResponseOf(Client.tokens)
+    token_markets = ResponseOf(Client.token_markets)
+    pool = ResponseOf(Client.pool)
+    user = ResponseOf(Client.user)
+    orders = ResponseOf(Client.orders)
+    leaderboard = ResponseOf(Client.leaderboard)

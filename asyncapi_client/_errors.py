@@ -59,6 +59,11 @@ class ApiError(Exception):
     before the last (whose own ``__cause__`` goes back further, down to the first's).
     """
 
+    #: Set (by the session layer) on a failure that cannot heal: a certificate that does
+    #: not verify, a malformed answer, a refused redirect, the limiter's final no. Never
+    #: retried.
+    _final: bool = False
+
     def __init__(self, message: str, *, url: str | None = None, network: str | None = None):
         super().__init__(message)
         self.message = message

@@ -32,11 +32,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from ._network import Network, parse_network
+from ._operations import OPERATIONS as _ENDPOINT_NAMES
+from ._operations import OperationName
 from ._types import NetworkName
 
 __all__ = [
@@ -57,11 +59,8 @@ __all__ = [
     "shown_retry_after",
 ]
 
-#: The operation names a limiter sees (and ``weights`` may name).
-OperationName = Literal["tokens", "token_markets", "pool", "user", "orders", "leaderboard"]
-OPERATIONS: Final[frozenset[str]] = frozenset(
-    {"tokens", "token_markets", "pool", "user", "orders", "leaderboard"}
-)
+#: The operation names a limiter sees (and ``weights`` may name): the endpoints table's.
+OPERATIONS: Final[frozenset[str]] = frozenset(_ENDPOINT_NAMES)
 
 #: The longest 429 hold any limiter stores (s): one day. The client holds at most its
 #: ``retry_after_cap``; this bounds what any caller of ``hold()`` can lock a fleet out for.

@@ -7,14 +7,14 @@ The client builds one frozen :class:`Request` per call, in one place; every stag
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 import attrs
 
 from ._network import Network
 from ._types import CacheState
 
-__all__ = ["Outcome", "Request", "Response"]
+__all__ = ["Outcome", "Reply", "Request", "Response", "Sender"]
 
 T = TypeVar("T")
 
@@ -35,9 +35,51 @@ class Request(NamedTuple, Generic[T]):
     deadline: float | None
 
 
-#: What one call brought back, inside the session layer: the fields of :class:`Response`
-#: in order (a plain tuple: the hot path builds a Response only when one is asked for).
-Outcome = tuple[T, int, Mapping[str, str], bytes, str, Network, int, float]
+class Outcome(NamedTuple, Generic[T]):
+    """What one call brought back, inside the session layer: the fields of
+    :class:`Response`, by name (a named tuple: the hot path builds a Response only when one
+    is asked for). ``cache`` is set by the cache stage."""
+
+    value: T
+    status: int
+    headers: Mapping[str, str]
+    content: bytes
+    url: str
+    network: Network
+    attempts: int
+    elapsed: float
+    cache: CacheState | None = None
+
+
+class Reply(NamedTuple):
+    """What one attempt brought back: the final answer's ``status``, ``headers`` and
+    ``body``, and the ``url`` it came from (after any same-origin redirect)."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    url: str
+
+
+class Sender(Protocol):
+    """Sends the attempts of the pipeline (asyncapi_client/_http.py: aiohttp).
+
+    ``send`` makes attempt number ``attempt`` of ``request`` and returns its 2xx
+    :class:`Reply`, or raises an :class:`~asyncapi_client.ApiError` (a non-2xx answer as a
+    ``StatusError``); ``open`` gets it ready inside the running loop; ``close`` ends what it
+    owns. ``attempt_timeout`` bounds one attempt (seconds), and each question the pipeline
+    asks its limiter and cache.
+    """
+
+    attempt_timeout: float
+
+    def open(self) -> object: ...
+
+    def learn(self, network: Network, base: str) -> None: ...
+
+    async def send(self, request: Request[Any], attempt: int, /) -> Reply: ...
+
+    async def close(self) -> None: ...
 
 
 @attrs.frozen(slots=True)

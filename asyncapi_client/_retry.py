@@ -72,24 +72,21 @@ class Uniform(Protocol):
     def uniform(self, a: float, b: float) -> float: ...
 
 
-_FINAL: Final = "_asyncapi_final"
-
-
 def mark_final(error: ApiError) -> ApiError:
     """Mark ``error`` as one that cannot heal (bad certificate, malformed answer, refused
     redirect): it is raised at once, never retried."""
-    setattr(error, _FINAL, True)
+    error._final = True
     return error
 
 
 def retryable(error: ApiError) -> bool:
     """Connection failures, timeouts, a body cut short, 429 and 500/502/503/504."""
     if isinstance(error, StatusError):
-        return error.status in RETRY_STATUSES and not getattr(error, _FINAL, False)
+        return error.status in RETRY_STATUSES and not error._final
     return (
         isinstance(error, TransportError)
         and not isinstance(error, ResponseTooLargeError)
-        and not getattr(error, _FINAL, False)
+        and not error._final
     )
 
 

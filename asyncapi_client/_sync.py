@@ -15,9 +15,9 @@ time the same way, while its walk fetches ahead on the loop as the async walks d
   then: the thread holds no reference to the SyncClient, so it can be collected.
 
 The methods between the ``generated`` markers are written by ``python -m
-asyncapi_client._sync_gen`` from :class:`Client`'s and ``WithResponse``'s own
-definitions (same names, parameters, types, defaults and docstrings); a test regenerates
-them and fails when they drift.
+asyncapi_client._sync_gen`` from :class:`Client`'s own definitions (same names, parameters,
+types, defaults and docstrings); a test regenerates them and fails when they drift.
+``with_response`` is made from those methods, as the async client's is.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ from ._models import (
     UserProfile,
 )
 from ._network import Network
-from ._request import Response
+from ._operations import SyncResponseOf
+from ._request import Response as Response  # with_response's hints name it here
 from ._retry import RetryEvent
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import Walk
@@ -891,7 +892,8 @@ class SyncClient:
 
 class SyncWithResponse:
     """``client.with_response`` of a :class:`SyncClient`: the six operations, each returning
-    a :class:`Response`; same arguments and checks as the plain operations."""
+    a :class:`Response`. Each is SyncClient's own operation (same arguments and checks) run
+    with this object's target, the async client's ``with_response``."""
 
     __slots__ = ("_owner", "_run", "_target")
 
@@ -900,84 +902,9 @@ class SyncWithResponse:
         self._run = owner._run
         self._target = owner._target.with_response
 
-    # --- generated: SyncWithResponse from WithResponse (python -m asyncapi_client._sync_gen) ---
-    def tokens(
-        self,
-        *,
-        search: str | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Sequence[Token]]:
-        """:meth:`SyncClient.tokens` with the whole response."""
-        return self._run(self._target.tokens(search=search, network=network, deadline=deadline))
-
-    def token_markets(
-        self,
-        token: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Sequence[Market]]:
-        """:meth:`SyncClient.token_markets` with the whole response."""
-        return self._run(self._target.token_markets(token, network=network, deadline=deadline))
-
-    def pool(
-        self,
-        pool_id: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[Pool]:
-        """:meth:`SyncClient.pool` with the whole response."""
-        return self._run(self._target.pool(pool_id, network=network, deadline=deadline))
-
-    def user(
-        self,
-        address: str,
-        *,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[UserProfile]:
-        """:meth:`SyncClient.user` with the whole response."""
-        return self._run(self._target.user(address, network=network, deadline=deadline))
-
-    def orders(
-        self,
-        address: str,
-        *,
-        market: str | None = None,
-        status: OrderStatus | OrderStatusName | None = None,
-        side: Side | SideName | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[OrdersPage]:
-        """:meth:`SyncClient.orders` with the whole response."""
-        return self._run(
-            self._target.orders(
-                address,
-                market=market,
-                status=status,
-                side=side,
-                limit=limit,
-                cursor=cursor,
-                network=network,
-                deadline=deadline,
-            )
-        )
-
-    def leaderboard(
-        self,
-        *,
-        page: int | None = None,
-        limit: int | None = None,
-        network: Network | NetworkName | None = None,
-        deadline: float | UseClientDefault | None = USE_CLIENT_DEFAULT,
-    ) -> Response[LeaderboardPage]:
-        """:meth:`SyncClient.leaderboard` with the whole response."""
-        return self._run(
-            self._target.leaderboard(page=page, limit=limit, network=network, deadline=deadline)
-        )
-
-    # --- end generated ---
+    tokens = SyncResponseOf(SyncClient.tokens)
+    token_markets = SyncResponseOf(SyncClient.token_markets)
+    pool = SyncResponseOf(SyncClient.pool)
+    user = SyncResponseOf(SyncClient.user)
+    orders = SyncResponseOf(SyncClient.orders)
+    leaderboard = SyncResponseOf(SyncClient.leaderboard)

@@ -1,4 +1,4 @@
-"""Writes SyncClient's and SyncWithResponse's methods from Client's and WithResponse's own code.
+"""Writes SyncClient's methods from Client's own code (``with_response`` is made from them).
 
 ``python -m asyncapi_client._sync_gen`` rewrites the regions between the ``generated``
 markers of ``_sync.py``; ``--check`` only says whether they are up to date (exit status 1
@@ -148,7 +148,7 @@ def _methods(tree: ast.Module, cls: str) -> str:
 
 
 #: (name of the region in _sync.py, async class it is generated from)
-_REGIONS: Final = (("SyncClient", "Client"), ("SyncWithResponse", "WithResponse"))
+_REGIONS: Final = (("SyncClient", "Client"),)
 
 
 def _begin_marker(region: str, cls: str) -> str:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from yarl import URL
 
 from ._errors import ApiError, StatusError
-from ._request import Request
+from ._request import Outcome, Request
 from ._retry import RetryEvent
 
 try:
@@ -32,8 +32,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess
 __all__ = ["Telemetry"]
 
 T = TypeVar("T")
-#: An Outcome, or a cached one (its last field where the value came from).
-OutcomeT = TypeVar("OutcomeT", bound=tuple[Any, ...])
 
 OPERATION = "asyncapi_client.operation"
 NETWORK = "asyncapi_client.network"
@@ -69,8 +67,8 @@ class Telemetry:
         return host
 
     async def call(
-        self, request: Request[T], send: Callable[[Request[T]], Awaitable[OutcomeT]]
-    ) -> OutcomeT:
+        self, request: Request[T], send: Callable[[Request[T]], Awaitable[Outcome[T]]]
+    ) -> Outcome[T]:
         """Run ``send(request)`` inside its span, and record its duration."""
         labels = {OPERATION: request.operation, NETWORK: request.network.value}
         attributes = {
@@ -99,10 +97,10 @@ class Telemetry:
                 span.set_status(Status(StatusCode.ERROR, str(exc)))
                 self._duration.record(time.perf_counter() - started, {**labels, ERROR_TYPE: kind})
                 raise
-            span.set_attribute(STATUS_CODE, outcome[1])  # the fields of Response, in order
-            span.set_attribute(ATTEMPTS, outcome[6])
-            if len(outcome) > 8 and outcome[8] is not None:  # the cache stage's answer
-                span.set_attribute(CACHE, outcome[8])
+            span.set_attribute(STATUS_CODE, outcome.status)
+            span.set_attribute(ATTEMPTS, outcome.attempts)
+            if outcome.cache is not None:  # the cache stage's answer
+                span.set_attribute(CACHE, outcome.cache)
             self._duration.record(time.perf_counter() - started, labels)
             return outcome
 

@@ -101,3 +101,34 @@ def test_every_parameter_is_documented(method: Callable[..., Any]) -> None:
     for name in parameters(method):
         # "name: what it is", or a group "a, b, c: what they are"
         assert re.search(rf"^\s+(\w+, )*{name}(, \w+)*: \S", args, re.MULTILINE), name
+
+
+def test_the_operations_are_one_table() -> None:
+    """The endpoints table names the operations everywhere: the Client's methods, the
+    limiter's operation names, the fake's routes, telemetry's templates."""
+    from typing import get_args
+
+    from asyncapi_client._client import TEMPLATES
+    from asyncapi_client._limiters import OPERATIONS as LIMITER_OPERATIONS
+    from asyncapi_client._limiters import OperationName
+    from asyncapi_client._operations import ENDPOINTS
+    from asyncapi_client.testing import OPERATIONS as FAKE_OPERATIONS
+
+    names = [e.name for e in ENDPOINTS]
+    assert names == OPERATIONS == list(get_args(OperationName)) == list(FAKE_OPERATIONS)
+    assert set(names) == LIMITER_OPERATIONS
+    assert {e.name: e.template for e in ENDPOINTS} == TEMPLATES
+
+
+async def test_with_response_runs_the_operation_itself(client: Client) -> None:
+    """``with_response.pool`` is ``Client.pool`` (its checks too), bringing back a Response."""
+    from asyncapi_client import Response
+
+    response = await client.with_response.pool("p")
+    assert isinstance(response, Response)
+    assert response.value == await client.pool("p")
+    assert response.url.endswith("/api/clob/pools/p")
+    with pytest.raises(ValueError, match="dot segment"):
+        await client.with_response.pool("..")
+    with pytest.raises(ValueError, match="deadline"):
+        await WithResponse.pool(client.with_response, "p", deadline=-1)

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from asyncapi_client import Client, TransportError
+from asyncapi_client._http import CALLER_MIDDLEWARES
 from tests._checks import TraceRecorder, settled, stray_tasks
 from tests._keepalive import KeepAliveServer
 from tests._rawserver import RawServer
@@ -93,6 +94,8 @@ async def test_a_server_dropping_every_connection_after_a_stale_one_sees_one_per
     its request is read: the call makes 3 attempts (max_retries=2) and the server sees 3
     requests, no more (the free resend of the stale request is the first of them), no
     fewer (the stale send is not counted as an attempt)."""
+    if how == "callers-session" and not CALLER_MIDDLEWARES:
+        pytest.skip("no public twin of session._middlewares: aiohttp's resend is not stopped")
     async with KeepAliveServer(idle=IDLE, answers=1) as server, client_of(server, how, 2) as c:
         await c.pool("p1")
         server.wait_idle_closed(1)
@@ -121,6 +124,6 @@ async def test_telling_reused_from_new_keeps_no_closed_connection_for_long() -> 
             await client.pool(f"p{n}")
         session = client._transport._session
         assert session is not None
-        kept = session.connector._handed  # type: ignore[union-attr]
+        kept = session.connector._handed  # type: ignore[attr-defined]
         assert len(kept) < 128
     assert server.count == server.accepted == 200

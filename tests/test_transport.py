@@ -36,7 +36,9 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._client import _identifier
+from asyncapi_client._http import CALLER_MIDDLEWARES, AiohttpSender
 from asyncapi_client._network import HostConfigError
+from asyncapi_client._operations import POOL
 from asyncapi_client._transport import encode_segment
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._checks import settled, stray_tasks
@@ -209,6 +211,8 @@ async def test_a_redirect_without_location_is_a_status_error() -> None:
 async def test_a_server_that_drops_every_connection_sees_one_request_per_attempt(
     own_session: bool,
 ) -> None:
+    if not own_session and not CALLER_MIDDLEWARES:
+        pytest.skip("no public twin of session._middlewares: aiohttp's resend is not stopped")
     async with RawServer(default=close()) as server:
         session = None if own_session else aiohttp.ClientSession()
         try:
@@ -651,9 +655,11 @@ def test_an_attempt_goes_to_the_url_of_its_request(
         assume(False)
     path = "/clob/pools/" + encode_segment(segment)
     text = "&".join(f"{key}={quote(value, safe='')}" for key, value in query)
-    request = transport.request("pool", Network.MAINNET, "", path, text, len, None)
-    assert Network.MAINNET in transport._origins  # built, not parsed
-    target = transport._target(request.url, request.network)
+    request = transport.request(POOL, Network.MAINNET, encode_segment(segment), text, None)
+    sender = transport._sender
+    assert isinstance(sender, AiohttpSender)
+    assert sender._origins[Network.MAINNET] is not None  # built, not parsed
+    target = sender._target(request.url, request.network)
     parsed = URL(request.url, encoded=True)
     assert target == parsed
     assert (target.scheme, target.raw_host, target.port, target.raw_path_qs) == (
@@ -693,6 +699,8 @@ def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
 
 def test_a_url_off_its_networks_base_is_parsed() -> None:
     transport = Client(base_url="http://127.0.0.1:9")._transport
-    transport.request("pool", Network.MAINNET, "", "/p", "", len, None)  # the base is known
-    target = transport._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
+    transport.request(POOL, Network.MAINNET, "p", "", None)  # the base is known
+    sender = transport._sender
+    assert isinstance(sender, AiohttpSender)
+    target = sender._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
     assert str(target) == "https://elsewhere.example:8443/x?y=1"

@@ -14,10 +14,12 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from asyncapi_client._operations import OPERATIONS as _ENDPOINT_NAMES
+
 __all__ = ["OPERATIONS", "Decision", "Fault", "FaultKind", "FaultSchedule"]
 
 #: The six operations the fake serves, named like the Client methods.
-OPERATIONS: Final = ("tokens", "token_markets", "pool", "user", "orders", "leaderboard")
+OPERATIONS: Final[tuple[str, ...]] = _ENDPOINT_NAMES
 
 #: What an injected fault did to one request (None in a record: no fault).
 FaultKind = Literal["rate_limit", "drop", "error", "truncate", "malformed"]
