@@ -43,9 +43,10 @@ import random
 import statistics
 from typing import Any, Self
 
+import attrs
 import orjson
 
-from asyncapi_client import Client
+from asyncapi_client import Client, _operations
 
 from . import _calls, _contenders, _outside
 from ._cases import Factory, _interleaved
@@ -70,11 +71,14 @@ class _RawOnClientSession(_contenders.RawAiohttp):
 class _OursOrjson(_contenders.Ours):
     """``pool()`` through the client's transport with ``orjson.loads`` as the decoder."""
 
+    #: The pool endpoint with ``orjson.loads`` as its decoder.
+    _ENDPOINT = attrs.evolve(_operations.POOL, decode=orjson.loads)
+
     async def pool(self, pool_id: str) -> object:
         transport = self.client._transport
-        path = f"/clob/pools/{pool_id}"  # the benchmark's ids need no encoding
+        # the benchmark's ids need no encoding
         request = transport.request(
-            "pool", self.client.network, "", path, "", orjson.loads, transport.deadline
+            self._ENDPOINT, self.client.network, pool_id, "", transport.deadline
         )
         return await transport.get(request)
 
