@@ -470,7 +470,9 @@ async def test_a_deadline_while_redis_is_down_names_the_limiter_and_its_failure(
     async with (
         FakeServer(FakeExchange.generate(seed=3)) as server,
         RedisLimiter(f"redis://127.0.0.1:{_closed_port()}/0", [Rate(5, 1.0)], name="down") as lim,
-        Client(base_url=server.base_url, limiter=lim, deadline=1.0) as client,
+        # retries enough that the deadline, not their number, ends the call (the back-off's
+        # jitter can make four tries take well under a second)
+        Client(base_url=server.base_url, limiter=lim, deadline=1.0, max_retries=50) as client,
     ):
         with pytest.raises(RequestTimeoutError) as caught:
             await client.tokens()
