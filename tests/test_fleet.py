@@ -285,7 +285,8 @@ async def test_hold_is_shared_on_the_server_clock(
         assert (await one.acquire("pool", Network.TESTNET)) == Admission(wait=0.0)
         hold_ttl = await redis_client.pttl(one.keys(MAIN)[0])
         assert 20_000 < hold_ttl <= 30_000 + EXPIRY_MARGIN_MS
-        assert await redis_client.pttl(one.keys(MAIN)[1]) == hold_ttl  # its Retry-After
+        # its Retry-After expires with it (two reads, so the clock may tick between them)
+        assert abs(await redis_client.pttl(one.keys(MAIN)[1]) - hold_ttl) <= 50
     assert await redis_client.ping()  # the borrowed client stays open
 
 
