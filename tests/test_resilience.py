@@ -280,7 +280,9 @@ async def test_deadline_bounds_an_operation_with_retries_pending() -> None:
         elapsed = time.perf_counter() - started
     assert elapsed < 1.0 + 0.3, elapsed
     assert 1 <= server.count < 11
-    assert caught.value.attempts == server.count
+    # Every request the server read was counted; the deadline may cut one more attempt
+    # after it had its connection slot (it counts) and before the server read it.
+    assert server.count <= caught.value.attempts <= server.count + 1
     assert isinstance(caught.value.__cause__, ServerError)  # the last attempt's error
 
 
