@@ -176,9 +176,22 @@ async def setup(kind: str, base: str) -> tuple[Call, Close]:
         return client.pool, client.close
     if kind not in KINDS:
         raise SystemExit(f"unknown kind {kind!r}: one of {', '.join(KINDS)}, ref:PATH")
-    from asyncapi_client import Client, _decode
+    from asyncapi_client import Client, _client
 
     if kind == "ours_orjson":  # the session layer alone: orjson.loads as pool's decoder
-        _decode.POOL = orjson.loads  # type: ignore[assignment]
+        # Client.pool reads its endpoint (and so its decoder) from the endpoint table as
+        # _client imported it: that name is the one to replace.
+        import attrs
+
+        table = vars(_client)  # the module's globals, where Client.pool looks its endpoint up
+        endpoint = table["POOL"]
+        table["POOL"] = attrs.evolve(endpoint, decode=orjson.loads)
+        plain = Client(base_url=base, testnet_base_url=base)
+
+        async def close_plain() -> None:
+            table["POOL"] = endpoint  # the process may go on (a test): Client.pool as it was
+            await plain.close()
+
+        return plain.pool, close_plain
     ours = Client(base_url=base, testnet_base_url=base)
     return (ours.with_response.pool if kind == "with_response" else ours.pool), ours.close
