@@ -8,9 +8,11 @@ client's clock. The fleet-wide versions (a RedisLimiter, other processes) are in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 
 from asyncapi_client import (
@@ -198,11 +200,20 @@ async def test_a_limiter_written_before_clear_hold_still_works(server: FakeServe
 # --- attempts == 0 for a call that sent nothing ------------------------------------------------
 
 
-async def test_a_call_starved_of_connection_slots_made_no_attempt(server: FakeServer) -> None:
-    async with (
-        Client(base_url=server.base_url, max_connections=1) as client,
-        server.gate("tokens") as gate,
-    ):
+@pytest.mark.parametrize("callers_session", [False, True], ids=["own-session", "callers-session"])
+async def test_a_call_starved_of_connection_slots_made_no_attempt(
+    server: FakeServer, callers_session: bool
+) -> None:
+    # With a caller's session= too: the pipeline holds the slots either way (not aiohttp's
+    # pool, whose wait would sit inside an attempt).
+    async with contextlib.AsyncExitStack() as stack:
+        session = (
+            await stack.enter_async_context(aiohttp.ClientSession()) if callers_session else None
+        )
+        client = await stack.enter_async_context(
+            Client(base_url=server.base_url, max_connections=1, session=session)
+        )
+        gate = stack.enter_context(server.gate("tokens"))
         first = asyncio.ensure_future(client.tokens())
         await gate.arrived(1)  # it has the only connection slot
         with pytest.raises(RequestTimeoutError, match=r"deadline of 0\.3s") as caught:
