@@ -8,7 +8,9 @@ Every acquisition is one atomic Lua script that reads the Redis server's clock (
 never the caller's), applies the reservation rule of :func:`~asyncapi_client._limiters.
 earliest_start` to every rate at once (each window widened by the margin, a burst paced
 over it), writes the reservation and returns the wait; the client sleeps it (the limiter
-never sleeps). Inside a 429 hold it reserves nothing. Every key it writes expires.
+never sleeps). Inside a 429 hold it reserves nothing, and the calls of one process waiting
+in it share one answer for :data:`HOLD_SEEN` s (one script call a tenth of a second, not one
+per waiting call). Every key it writes expires.
 Needs the extra: ``pip install 'asyncapi-client[redis]'``.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
@@ -56,6 +59,12 @@ EXPIRY_MARGIN_MS: Final = 1000
 MAX_CONNECTIONS: Final = 10
 #: No call to Redis lasts longer (s); the client bounds each call by the attempt's timeout too.
 CALL_TIMEOUT: Final = 5.0
+#: How long (s) a 429 hold this process was told of is taken as still on without asking
+#: Redis again: the calls waiting in it ask every HOLD_RECHECK s each, and within this they
+#: share one answer, so a hold costs Redis about ten script calls a second per process and
+#: network, however many calls wait. A hold ended elsewhere (``clear_hold()``) is seen this
+#: much later at most.
+HOLD_SEEN: Final = 0.1
 _FAILURES: Final = (RedisError, OSError)
 
 # The clock: the server's TIME in microseconds, or ARGV[n] when a test drives it.
@@ -225,6 +234,11 @@ class RedisLimiter:
             pacing(self.rates, self.margin) * 1e6,
         )
         self._keys: dict[Network, list[str]] = {}
+        #: Per network, the hold this process was last told of: when it was told
+        #: (``time.monotonic()``), when the wait and the hold end, the server's Retry-After.
+        self._seen: dict[Network, tuple[float, float, float, str | None]] = {}
+        #: Per network, the question to Redis one call is asking for all those in the hold.
+        self._asking: dict[Network, asyncio.Future[None]] = {}
 
     def __repr__(self) -> str:
         margin = "" if self.margin == DEFAULT_MARGIN else f", margin={self.margin!r}"
@@ -318,14 +332,68 @@ class RedisLimiter:
         return int(reply[0]), int(reply[1]), bool(reply[2]), shown_retry_after(why)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
-        """Reserve the slots one request of ``operation`` takes on ``network``, fleet-wide."""
-        ahead, held, reserved, why = await self._reserve(self.weights.get(operation, 1), network)
+        """Reserve the slots one request of ``operation`` takes on ``network``, fleet-wide.
+
+        Inside a hold this process was told of less than :data:`HOLD_SEEN` s ago, nothing is
+        reserved (as Redis would answer) and Redis is not asked; when that answer is older,
+        one call asks again for all the calls waiting in the hold."""
+        asking: asyncio.Future[None] | None = None
+        while True:
+            seen = self._seen.get(network)
+            if seen is None or seen[2] <= time.monotonic():
+                break  # no hold known, or it has run out: every call asks for its slot
+            self._check_open()
+            now = time.monotonic()
+            if now - seen[0] < HOLD_SEEN:
+                _, wait_until, hold_until, why = seen
+                return Admission(
+                    wait=max(0.0, wait_until - now),
+                    held=hold_until - now,
+                    reserved=False,
+                    retry_after=why,
+                )
+            pending = self._asking.get(network)
+            if pending is None:  # this call asks Redis, for every call waiting in the hold
+                asking = self._asking[network] = asyncio.get_running_loop().create_future()
+                break
+            await asyncio.shield(pending)
+        try:
+            ahead, held, reserved, why = await self._reserve(
+                self.weights.get(operation, 1), network
+            )
+        finally:
+            if asking is not None:
+                del self._asking[network]
+                asking.set_result(None)
+        if held > 0 and not reserved:
+            now = time.monotonic()
+            self._seen[network] = (now, now + ahead / 1e6, now + held / 1e6, why)
+        else:
+            self._seen.pop(network, None)
         return Admission(wait=ahead / 1e6, held=held / 1e6, reserved=reserved, retry_after=why)
 
     async def held(self, network: Network) -> float:
-        """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock."""
-        left = await self._call(self._held, self._keys_of(network)[:1], ("",), network)
-        return int(left) / 1e6
+        """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock
+        (as told less than :data:`HOLD_SEEN` s ago, or asked now)."""
+        seen = self._seen_hold(network)
+        if seen is not None:
+            return max(0.0, seen[2] - time.monotonic())
+        left = int(await self._call(self._held, self._keys_of(network)[:1], ("",), network)) / 1e6
+        if left <= 0:
+            self._seen.pop(network, None)
+        return left
+
+    def _seen_hold(self, network: Network) -> tuple[float, float, float, str | None] | None:
+        """The hold on ``network`` this process was told of, if that is recent and it still
+        runs (a closed limiter raises, as a call to Redis would)."""
+        seen = self._seen.get(network)
+        if seen is None:
+            return None
+        self._check_open()
+        now = time.monotonic()
+        if now - seen[0] >= HOLD_SEEN or seen[2] <= now:
+            return None
+        return seen
 
     async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         """Hold every request of the fleet to ``network`` for ``seconds``, at most
@@ -341,14 +409,21 @@ class RedisLimiter:
             return
         args = (micros, EXPIRY_MARGIN_MS, "", shown_retry_after(retry_after) or "")
         await self._call(self._hold, self._keys_of(network)[:2], args, network)
+        # The hold runs at least this long (the script never shortens one): the calls of this
+        # process that ask now are answered without Redis, as they would be by it.
+        now = time.monotonic()
+        until = now + micros / 1e6
+        self._seen[network] = (now, until, until, shown_retry_after(retry_after))
 
     async def clear_hold(self, network: Network | NetworkName | None = None) -> None:
         """End the 429 hold on ``network`` (a Network or its name; None: every network) at
         once, for every process of the fleet. Requests already waiting on it go within
-        :data:`~asyncapi_client._limiters.HOLD_RECHECK` s."""
+        :data:`~asyncapi_client._limiters.HOLD_RECHECK` s; another process that heard of the
+        hold less than :data:`HOLD_SEEN` s before answers from that until then."""
         networks = list(Network) if network is None else [parse_network(network)]
         for each in networks:  # one call per network: their keys live in different slots
             await self._call(self._clear, self._keys_of(each)[:2], (), each)
+            self._seen.pop(each, None)
 
     async def aclose(self) -> None:
         """Close the connection pool if the limiter made it; a borrowed client stays open."""

@@ -10,6 +10,7 @@ import random
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -29,7 +30,7 @@ from asyncapi_client import (
     TransportError,
 )
 from asyncapi_client._limiters import MAX_HOLD, OperationName
-from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, RedisLimiter
+from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, HOLD_SEEN, RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests.test_limiters import max_in_window, starts_after
 
@@ -365,19 +366,22 @@ async def test_a_huge_retry_after_holds_the_fleet_for_the_cap_only(
 
 
 async def test_clear_hold_ends_the_fleets_hold_for_every_member(redis_url: str) -> None:
+    # ``third`` was never told of the hold: what it answers is what Redis holds. (``one``,
+    # which placed it, takes it as on for HOLD_SEEN more: the next test.)
     rates = [Rate(100, 1.0)]
     async with (
         RedisLimiter(redis_url, rates, name="clear") as one,
         RedisLimiter(redis_url, rates, name="clear") as other,
+        RedisLimiter(redis_url, rates, name="clear") as third,
     ):
         for network in Network:
             await one.hold(network, 60.0, "60")
         await other.clear_hold("testnet")  # one network, by name
-        assert await one.held(Network.TESTNET) == 0.0
-        assert await one.held(MAIN) > 50.0
+        assert await third.held(Network.TESTNET) == 0.0
+        assert await third.held(MAIN) > 50.0
         await other.clear_hold()  # every network
-        assert await one.held(MAIN) == 0.0
-        assert (await one.acquire("pool", MAIN)).wait == 0.0
+        assert await third.held(MAIN) == 0.0
+        assert (await third.acquire("pool", MAIN)).wait == 0.0
         await one.hold(MAIN, 60.0)  # a hold after a clear holds again, without a value
         admission = await other.acquire("pool", MAIN)
         assert (admission.reserved, admission.retry_after) == (False, None)
@@ -385,6 +389,26 @@ async def test_clear_hold_ends_the_fleets_hold_for_every_member(redis_url: str) 
             await one.clear_hold("main")  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="is closed"):
         await one.clear_hold()
+
+
+async def test_a_member_told_of_a_hold_sees_it_cleared_within_hold_seen(redis_url: str) -> None:
+    rates = [Rate(100, 1.0)]
+    async with (
+        RedisLimiter(redis_url, rates, name="seen") as one,
+        RedisLimiter(redis_url, rates, name="seen") as other,
+    ):
+        await one.hold(MAIN, 60.0, "60")
+        told = time.monotonic()
+        await other.clear_hold()
+        answers: list[float] = []
+        while await one.held(MAIN) > 0.0:  # bounded: HOLD_SEEN, then Redis says 0
+            answers.append(time.monotonic() - told)
+            assert answers[-1] < HOLD_SEEN + 0.5, answers
+            await asyncio.sleep(0.01)  # the time passing is what is measured
+        seen_clear = time.monotonic() - told
+        assert (await one.acquire("pool", MAIN)).reserved
+    assert seen_clear < HOLD_SEEN + 0.5
+    assert all(t < HOLD_SEEN for t in answers), answers  # told less than HOLD_SEEN ago
 
 
 # --- expiry ---------------------------------------------------------------------------------
@@ -681,3 +705,36 @@ def test_the_fleet_module_exports_the_limiter_only() -> None:
     import asyncapi_client.fleet
 
     assert asyncapi_client.fleet.__all__ == ["RedisLimiter", "RedisCache"]
+
+
+# --- the calls of one process waiting in a hold share the limiter's questions ------------------
+
+
+async def _script_calls(redis_client: aredis.Redis) -> int:
+    """Script calls Redis has run so far (its own count, ``INFO commandstats``)."""
+    stats = await redis_client.info("commandstats")
+    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
+
+
+async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
+    redis_url: str, redis_client: aredis.Redis
+) -> None:
+    # 200 calls wait out a 2.5 s hold this process placed. Each asks again every
+    # HOLD_RECHECK (1 s): one script call each time was about 950 in all (200 x: the first
+    # question, two rechecks, the slot when it ends, the check for a new hold after the
+    # slot's wait). Sharing the answer for HOLD_SEEN leaves the slots, their checks and a few.
+    waiting, hold = 200, 2.5
+    async with (
+        FakeServer(FakeExchange.generate(seed=3)) as server,
+        RedisLimiter(redis_url, [Rate(1000, 1.0)], name="share") as limiter,
+        Client(base_url=server.base_url, limiter=limiter, coalesce=False) as client,
+    ):
+        await limiter.hold(MAIN, hold)
+        placed = time.monotonic()
+        before = await _script_calls(redis_client)
+        tokens = await asyncio.gather(*[client.tokens() for _ in range(waiting)])
+        asked = await _script_calls(redis_client) - before
+    assert len(tokens) == waiting
+    assert len(server.requests) == waiting
+    assert min(r.time for r in server.requests) >= placed + hold - 0.05  # none inside it
+    assert waiting <= asked < 2.5 * waiting, asked
