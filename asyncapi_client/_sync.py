@@ -23,15 +23,17 @@ types, defaults and docstrings); a test regenerates them and fails when they dri
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import os
 import ssl as ssl_module
 import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar
 
 import aiohttp
 
@@ -58,9 +60,13 @@ from ._retry import RetryEvent
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import Walk
 
+if TYPE_CHECKING:
+    import pyarrow
+
 __all__ = ["SyncClient", "SyncWalk", "SyncWithResponse"]
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: How long an interrupted call waits for its task's cancellation to finish (seconds): a
 #: bound, not a pace; cancelling a request ends at once unless something swallows it.
@@ -333,12 +339,13 @@ class SyncWalk(Generic[T]):
             item = self._run(self._step())
         if item is _END:
             raise StopIteration
-        return item  # type: ignore[return-value]
+        return item  # type: ignore[no-any-return]
 
-    async def _step(self) -> T | _End:
+    async def _step(self, source: AsyncIterator[Any] | None = None) -> Any:
+        """The next item of the walk (or of ``source``, made from it), or _END."""
         self._task = asyncio.current_task()
         try:
-            return await self._walk.__anext__()
+            return await (self._walk if source is None else source).__anext__()
         except StopAsyncIteration:
             return _END
         except asyncio.CancelledError:
@@ -397,6 +404,96 @@ class SyncWalk(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<SyncWalk of {self._walk!r}>"
+
+    # --- columnar export (asyncapi-client[arrow]): Walk's, run on the client's loop ---------
+
+    def to_arrow(
+        self: SyncWalk[Order] | SyncWalk[LeaderboardEntry], *, decimal_scale: int = 18
+    ) -> pyarrow.Table:
+        """The rest of the walk as a ``pyarrow.Table``, as :meth:`Walk.to_arrow` makes it.
+
+        Args:
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        return self._whole(self._walk.to_arrow, "to_arrow", decimal_scale=decimal_scale)
+
+    def to_parquet(
+        self: SyncWalk[Order] | SyncWalk[LeaderboardEntry],
+        path: str | os.PathLike[str],
+        *,
+        rows_per_group: int = 65_536,
+        decimal_scale: int = 18,
+    ) -> int:
+        """Write the rest of the walk to a Parquet file, as :meth:`Walk.to_parquet` does
+        (``path`` appears only whole); returns the number of rows written.
+
+        Args:
+            path: the file to write (replaced if it exists).
+            rows_per_group: rows in each row group (all full but the last).
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        return self._whole(
+            self._walk.to_parquet,
+            "to_parquet",
+            path,
+            rows_per_group=rows_per_group,
+            decimal_scale=decimal_scale,
+        )
+
+    def record_batches(
+        self: SyncWalk[Order] | SyncWalk[LeaderboardEntry],
+        *,
+        rows: int = 65_536,
+        decimal_scale: int = 18,
+    ) -> Generator[pyarrow.RecordBatch, None, None]:
+        """The rest of the walk as ``pyarrow.RecordBatch`` objects of ``rows`` rows, pulled
+        one at a time as items are (see :meth:`Walk.record_batches`); after each one,
+        :attr:`checkpoint` stands just after its last row. Arguments are checked now;
+        ``close()`` on the generator (or leaving a ``for`` loop) ends its fetches.
+
+        Args:
+            rows: rows in each batch.
+            decimal_scale: digits after the point in the decimal columns (0 to 38).
+        """
+        batches = self._walk.record_batches(rows=rows, decimal_scale=decimal_scale)
+        return self._pull(batches)
+
+    def _pull(self, batches: AsyncIterator[Any]) -> Generator[Any, None, None]:
+        try:
+            while True:
+                with self._lock:
+                    if self._closing:
+                        return
+                    batch = self._run(self._step(batches))
+                if batch is _END:
+                    return
+                yield batch
+        finally:  # left early (or the walk ended): the batches' generator ends on the loop
+            closer = getattr(batches, "aclose", None)
+            if closer is not None and not self._owner._runner.stopping:
+                with contextlib.suppress(RuntimeError):  # called from the client's thread
+                    self._run(closer())
+
+    def _whole(
+        self, export: Callable[..., Coroutine[Any, Any, R]], name: str, *args: Any, **kwargs: Any
+    ) -> R:
+        with self._lock:
+            if self._closing:
+                raise RuntimeError(f"{name}(): the walk is closed")
+            return self._run(self._exporting(export, name, *args, **kwargs))
+
+    async def _exporting(
+        self, export: Callable[..., Coroutine[Any, Any, R]], name: str, *args: Any, **kwargs: Any
+    ) -> R:
+        self._task = asyncio.current_task()
+        try:
+            return await export(*args, **kwargs)
+        except asyncio.CancelledError:
+            if self._closing:  # close() from another thread
+                raise RuntimeError(f"{name}(): the walk was closed meanwhile") from None
+            raise
+        finally:
+            self._task = None
 
 
 # --- the client -------------------------------------------------------------------------------
