@@ -118,25 +118,52 @@ def _directives(values: Iterable[str]) -> dict[str, str] | None:
     return found
 
 
+def _age(headers: Mapping[str, str]) -> float | None:
+    """The ``Age`` a cache on the way (a CDN) says the answer already has: 0.0 when absent;
+    None when it does not parse (not digits, or given twice differently)."""
+    ages = {v.strip(" \t") for v in _values(headers, "Age")}
+    if not ages:
+        return 0.0
+    if len(ages) > 1:
+        return None
+    (age,) = ages
+    return float(int(age)) if _DIGITS(age) else None
+
+
 def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
-    """Seconds an answer with ``headers`` stays fresh: ``min(ttl, max-age)``, 0 for
-    ``no-cache`` (stored, revalidated on every use); None: not to be stored."""
+    """Seconds an answer with ``headers`` stays fresh from now: ``min(ttl, max-age)`` less
+    its ``Age`` (RFC 9111 section 4.2), 0 for ``no-cache`` (stored, revalidated on every
+    use); None: not to be stored."""
     if any(v.strip() == "*" for v in _values(headers, "Vary")):
         return None
+    age = _age(headers)
+    if age is None:
+        return None
     given = _values(headers, "Cache-Control")
-    if not given:
-        return ttl
-    found = _directives(given)
+    found = _directives(given) if given else {}
     if found is None or "no-store" in found:
         return None
     if "no-cache" in found:
         return 0.0
     max_age = found.get("max-age")
     if max_age is None:
-        return ttl
-    if not _DIGITS(max_age):
+        lifetime = ttl
+    elif not _DIGITS(max_age):
         return None
-    return min(ttl, float(int(max_age)))
+    else:
+        lifetime = min(ttl, float(int(max_age)))
+    return max(0.0, lifetime - age)
+
+
+def may_serve_stale(headers: Mapping[str, str]) -> bool:
+    """Whether a stale answer with ``headers`` may be served when a refresh fails
+    (``stale_if_error``): not when its ``Cache-Control`` says ``must-revalidate`` or
+    ``no-cache`` (RFC 9111 section 4.2.4), or does not parse."""
+    given = _values(headers, "Cache-Control")
+    if not given:
+        return True
+    found = _directives(given)
+    return found is not None and "must-revalidate" not in found and "no-cache" not in found
 
 
 def validators(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -575,8 +602,10 @@ async def _fetch(
                 )
                 await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
             return confirmed._replace(headers=headers, cache="revalidated")
-        if _servable_on_error(exc) and entry.age(time.time()) - entry.lifetime <= (
-            cache.stale_if_error
+        if (
+            _servable_on_error(exc)
+            and entry.age(time.time()) - entry.lifetime <= cache.stale_if_error
+            and may_serve_stale(entry.headers)
         ):
             stale = _from_entry(request, entry, entry.headers, exc.attempts, started)
             if stale is not None:

@@ -28,7 +28,7 @@ from asyncapi_client import (
     ServerError,
 )
 from asyncapi_client import _cache as cache_module
-from asyncapi_client._cache import freshness, validators
+from asyncapi_client._cache import freshness, may_serve_stale, validators
 from asyncapi_client._http import CALLER_MIDDLEWARES
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
 
@@ -316,6 +316,49 @@ async def test_freshness_is_the_smaller_of_ttl_and_max_age(
         assert (await c.with_response.token_markets(token)).cache == "miss"
 
 
+async def test_the_age_a_cache_on_the_way_gives_counts_against_freshness(
+    server: FakeServer, clock: Clock
+) -> None:
+    # A CDN answers with an entry it has held 50 s: max-age=60 leaves 10 s, not 60.
+    server.script(
+        "tokens", Reply(200, headers={"Cache-Control": "max-age=60", "Age": "50"}), repeat=True
+    )
+    async with client_for(server, MemoryCache({"tokens": 300.0})) as client:
+        await client.tokens()
+        clock.advance(9)
+        assert (await client.with_response.tokens()).cache == "hit"
+        clock.advance(2)  # 11 s: past what was left of max-age=60
+        assert (await client.with_response.tokens()).cache == "miss"
+    assert len(sent(server)) == 2
+
+
+async def test_an_age_past_the_freshness_is_revalidated_on_every_use(
+    server: FakeServer, clock: Clock
+) -> None:
+    headers = {"ETag": ETAG, "Cache-Control": "max-age=60", "Age": "3600"}
+    server.script("tokens", validating(headers), repeat=True)
+    async with client_for(server, MemoryCache()) as client:
+        answers = [await client.with_response.tokens() for _ in range(3)]
+    assert [a.cache for a in answers] == ["miss", "revalidated", "revalidated"]
+
+
+@pytest.mark.parametrize("directives", ["max-age=10, must-revalidate", "no-cache"])
+async def test_a_stale_entry_that_must_be_revalidated_is_never_served_on_an_error(
+    server: FakeServer, clock: Clock, directives: str
+) -> None:
+    headers = {"ETag": ETAG, "Cache-Control": directives}
+    server.script("tokens", Reply(200, headers=headers))
+    cache = MemoryCache({"tokens": 10.0}, stale_if_error=60.0)
+    async with client_for(server, cache) as client:
+        client.set_testing(True, max_retries=0)
+        assert (await client.with_response.tokens()).cache == "miss"
+        server.script("tokens", Reply(503), repeat=True)
+        clock.advance(11)  # stale by 1 s, well inside stale_if_error
+        with pytest.raises(ServerError):
+            await client.tokens()
+    assert [r.status for r in sent(server)] == [200, 503]
+
+
 # --- errors -------------------------------------------------------------------------------
 
 
@@ -520,6 +563,11 @@ def test_the_default_ttl_caches_only_tokens_and_token_markets() -> None:
         ({"Cache-Control": "max-age"}, None),
         ({"Cache-Control": "=5"}, None),
         ({"Cache-Control": 'x="a\\"b"'}, None),
+        ({"Cache-Control": "max-age=60", "Age": "20"}, 40.0),
+        ({"Age": "100"}, 200.0),
+        ({"Cache-Control": "max-age=60", "Age": "600"}, 0.0),
+        ({"Age": "-1"}, None),
+        ({"Age": "1.5"}, None),
     ],
 )
 def test_freshness_reads_cache_control_without_trusting_it(
@@ -647,11 +695,13 @@ def test_no_header_value_makes_the_parsers_raise(
         ("ETag", etags),
         ("Last-Modified", dates),
         ("Vary", vary),
+        ("Age", dates),
     ):
         for value in values:
             headers.add(name, value)
     lifetime = freshness(headers, 60.0)
     assert lifetime is None or 0.0 <= lifetime <= 60.0
+    assert may_serve_stale(headers) in (True, False)
     etag, modified = validators(headers)
     assert etag is None or (etag.isascii() and etag.isprintable() and len(etag) <= 512)
     assert modified is None or (modified.isascii() and modified.isprintable())
