@@ -719,11 +719,10 @@ async def _script_calls(redis_client: aredis.Redis) -> int:
 async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
     redis_url: str, redis_client: aredis.Redis
 ) -> None:
-    # 200 calls wait out a 2.5 s hold this process placed. Each asks again every
-    # HOLD_RECHECK (1 s): one script call each time was about 950 in all (200 x: the first
-    # question, two rechecks, the slot when it ends, the check for a new hold after the
-    # slot's wait). Sharing the answer for HOLD_SEEN leaves the slots, their checks and a few.
-    waiting, hold = 200, 2.5
+    # 200 calls wait out a 3 s hold. Each asks again every HOLD_RECHECK (1 s): one script
+    # call each time was 200 in any 1.5 s inside the hold. Now one of them asks for all
+    # when the shared answer is older than HOLD_SEEN: about one a second here.
+    waiting, hold = 200, 3.0
     async with (
         FakeServer(FakeExchange.generate(seed=3)) as server,
         RedisLimiter(redis_url, [Rate(1000, 1.0)], name="share") as limiter,
@@ -731,10 +730,14 @@ async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
     ):
         await limiter.hold(MAIN, hold)
         placed = time.monotonic()
-        before = await _script_calls(redis_client)
-        tokens = await asyncio.gather(*[client.tokens() for _ in range(waiting)])
-        asked = await _script_calls(redis_client) - before
+        calls = asyncio.gather(*[client.tokens() for _ in range(waiting)])
+        # The time passing is what is measured: Redis's own count over 1.5 s of the hold.
+        await asyncio.sleep(max(0.0, placed + 0.5 - time.monotonic()))
+        early = await _script_calls(redis_client)
+        await asyncio.sleep(max(0.0, placed + 2.0 - time.monotonic()))
+        asked = await _script_calls(redis_client) - early
+        tokens = await calls
     assert len(tokens) == waiting
     assert len(server.requests) == waiting
     assert min(r.time for r in server.requests) >= placed + hold - 0.05  # none inside it
-    assert waiting <= asked < 2.5 * waiting, asked
+    assert asked < 30, asked  # measured 1 (200 before); room for a loaded machine
