@@ -13,6 +13,7 @@ import gc
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
@@ -1039,6 +1040,52 @@ def _hooks(cfg: Config, server: ServerProcess) -> dict[str, Any]:
 # --- the sync client --------------------------------------------------------------------------
 
 
+#: Hand-overs timed per round of the floor measurement (each way once: a round trip).
+_HANDOVERS: Final = 5_000
+
+
+def _handover_floor(rounds: int) -> dict[str, list[float]]:
+    """CPU per round trip (µs) of the least a hand-over between two threads costs in Python
+    (two locks, each thread releasing the other) and of SyncClient's own hand-over of a
+    call that does nothing, in interleaved rounds: what any blocking call pays on top of
+    the async one, on this machine."""
+    from asyncapi_client import SyncClient
+
+    async def nothing() -> None:
+        return None
+
+    def locks() -> float:
+        go, back = threading.Lock(), threading.Lock()
+        go.acquire()
+        back.acquire()
+
+        def other() -> None:
+            for _ in range(_HANDOVERS):
+                go.acquire()
+                back.release()
+
+        thread = threading.Thread(target=other, daemon=True)
+        thread.start()
+        start = time.process_time()
+        for _ in range(_HANDOVERS):
+            go.release()
+            back.acquire()
+        spent = time.process_time() - start
+        thread.join()
+        return spent / _HANDOVERS * 1e6
+
+    out: dict[str, list[float]] = {"threads": [], "sync_client": []}
+    with SyncClient(base_url="http://127.0.0.1:9") as client:
+        run = client._runner.run  # the hand-over every blocking call makes
+        for _ in range(rounds):
+            out["threads"].append(locks())
+            start = time.process_time()
+            for _ in range(_HANDOVERS):
+                run(nothing())
+            out["sync_client"].append((time.process_time() - start) / _HANDOVERS * 1e6)
+    return out
+
+
 def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     """CPU per pool() call of SyncClient against the async Client it runs, concurrency 1, in
     interleaved rounds (the async client twice: the noise floor). The CPU of both threads
@@ -1057,9 +1104,14 @@ def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
     floor = _ratios(runs, OURS_AGAIN, OURS, "cpu_us")
     rps = _ratios(runs, SYNC, OURS, "rps")
     ok = cpu["median"] <= SYNC_MAX_RATIO
+    handover = {k: summary(v) for k, v in _handover_floor(min(rounds, 7)).items()}
+    async_us = summary(runs[OURS]["cpu_us"])["median"]
+    best = (async_us + handover["threads"]["median"]) / async_us
     _log(
         f"sync: {SYNC} {spread(cpu, quartiles=True)} x {OURS} CPU over {rounds} rounds;"
-        f" {OURS} vs itself {spread(floor, quartiles=True)}"
+        f" {OURS} vs itself {spread(floor, quartiles=True)}; a hand-over between two threads"
+        f" costs {spread(handover['threads'], 1, ' us', True)}, SyncClient's"
+        f" {spread(handover['sync_client'], 1, ' us', True)}: at best {best:.2f}x"
     )
     contender_results = {
         c: {"cpu_us": summary(r["cpu_us"]), "rps": summary(r["rps"])} for c, r in runs.items()
@@ -1086,6 +1138,8 @@ def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
         "cpu_ratio_vs_async": cpu,
         "noise_floor": floor,
         "rps_ratio_vs_async": rps,
+        "handover_us": handover,
+        "best_ratio_with_one_thread_handover": best,
         "target": {"max_ratio_vs_async": SYNC_MAX_RATIO},
         "pass": ok,
         "rows": [
@@ -1102,6 +1156,14 @@ def _sync(cfg: Config, server: ServerProcess) -> dict[str, Any]:
                 "-",
                 f"Client {spread(contender_results[OURS_AGAIN]['cpu_us'], 1, us, True)}",
                 spread(floor, quartiles=True),
+                "-",
+                None,
+            ),
+            _row(
+                f"{title}: a hand-over between two threads, round trip (the floor)",
+                f"SyncClient {spread(handover['sync_client'], 1, us, True)}",
+                f"two locks {spread(handover['threads'], 1, us, True)}",
+                f"at best {best:.2f}x",
                 "-",
                 None,
             ),
