@@ -50,6 +50,7 @@ __all__ = [
     "conditional_headers",
     "freshness",
     "validators",
+    "vary_names",
 ]
 
 T = TypeVar("T")
@@ -75,6 +76,11 @@ _DIGITS: Final = re.compile(r"[0-9]{1,10}", re.ASCII).fullmatch
 #: Longer header values than these are not read (a cache directive list, a validator).
 _MAX_DIRECTIVES: Final = 4096
 _MAX_VALIDATOR: Final = 512
+#: Request headers a ``Vary`` naming them does not split entries on: the body is stored
+#: decoded, whatever encoding was asked for.
+_VARY_IGNORED: Final = frozenset({"accept-encoding"})
+#: More names than this in ``Vary``: not stored (nobody varies on that many).
+_MAX_VARY: Final = 16
 #: Headers of a 304 that never replace the stored response's (they describe its framing).
 _FRAMING: Final = frozenset(
     {"content-length", "content-encoding", "transfer-encoding", "content-type", "content-range"}
@@ -130,11 +136,31 @@ def _age(headers: Mapping[str, str]) -> float | None:
     return float(int(age)) if _DIGITS(age) else None
 
 
+def vary_names(headers: Mapping[str, str]) -> tuple[str, ...] | None:
+    """The request headers an answer with ``headers`` varies on (lower case, sorted; those
+    that cannot change a stored answer left out), or None: ``Vary: *``, or a ``Vary`` that
+    does not parse (not tokens, overlong, too many names)."""
+    names: set[str] = set()
+    for value in _values(headers, "Vary"):
+        if len(value) > _MAX_DIRECTIVES:
+            return None
+        for part in value.split(","):
+            name = part.strip(" \t").lower()
+            if not name:
+                continue
+            if name == "*" or not _TOKEN(name):
+                return None
+            names.add(name)
+    if len(names) > _MAX_VARY:
+        return None
+    return tuple(sorted(names - _VARY_IGNORED))
+
+
 def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
     """Seconds an answer with ``headers`` stays fresh from now: ``min(ttl, max-age)`` less
     its ``Age`` (RFC 9111 section 4.2), 0 for ``no-cache`` (stored, revalidated on every
     use); None: not to be stored."""
-    if any(v.strip() == "*" for v in _values(headers, "Vary")):
+    if vary_names(headers) is None:
         return None
     age = _age(headers)
     if age is None:
@@ -228,6 +254,9 @@ class Entry(NamedTuple):
     last_modified: str | None
     stored_at: float
     lifetime: float
+    #: The request headers its answer varies on (``Vary``), with what the request that
+    #: fetched it sent (None: not sent). A client that sends other values does not use it.
+    varied: tuple[tuple[str, str | None], ...] = ()
 
     def age(self, now: float) -> float:
         return now - self.stored_at
@@ -240,6 +269,30 @@ class Entry(NamedTuple):
 
 class _Unavailable(Exception):
     """The backend could not answer (it logged why): the call goes on as if uncached."""
+
+
+#: What a client sends as a request header (None: not sent); see ``AiohttpSender.sent_header``.
+SentHeader: TypeAlias = Callable[[str], "str | None"]
+
+
+def _sends_nothing(name: str) -> str | None:
+    return None
+
+
+def _varied(headers: Mapping[str, str], sent: SentHeader) -> tuple[tuple[str, str | None], ...]:
+    """What the request sent of each header the answer with ``headers`` varies on."""
+    return tuple((name, sent(name)) for name in vary_names(headers) or ())
+
+
+def _usable(entry: Entry | None, sent: SentHeader) -> Entry | None:
+    """``entry`` if this client's requests send what the one that fetched it sent of every
+    header its answer varies on (RFC 9111 section 4.1); else None, as if absent."""
+    if entry is None or not entry.varied:
+        return entry
+    for name, value in entry.varied:
+        if sent(name) != value:
+            return None
+    return entry
 
 
 def _check_ttl(ttl: object) -> dict[str, float]:
@@ -402,12 +455,14 @@ class CacheStage:
     """The cache in one client's request path: ``value`` for the plain operations,
     ``outcome`` for ``with_response``; ``ttl``: the operations it answers."""
 
-    __slots__ = ("_cache", "_transport", "ttl")
+    __slots__ = ("_cache", "_sent", "_transport", "ttl")
 
     def __init__(self, cache: CacheBackend, transport: Transport) -> None:
         self._cache = cache
         self._transport = transport
         self.ttl = cache.ttl
+        #: What this client's requests send of a header (for the entries' ``Vary``).
+        self._sent: SentHeader = getattr(transport._sender, "sent_header", _sends_nothing)
 
     def _key(self, request: Request[Any]) -> str:
         """The network, the path and the query: what makes two requests the same."""
@@ -419,7 +474,7 @@ class CacheStage:
         transport = self._transport
         transport._open()  # a closed client, or another loop, is refused before any hit
         if transport._telemetry is None:
-            entry = self._cache._fresh(self._key(request))
+            entry = _usable(self._cache._fresh(self._key(request)), self._sent)
             if entry is not None:
                 return request.decode(entry.body)  # decoded once already: it decodes again
         return (await self.outcome(request))[0]
@@ -440,7 +495,9 @@ class CacheStage:
         bound = transport._limiter_timeout
         if request.deadline is not None and request.deadline < bound:
             bound = request.deadline
-        return cached_call(self._cache, request, self._key(request), transport._send, bound)
+        return cached_call(
+            self._cache, request, self._key(request), transport._send, bound, self._sent
+        )
 
 
 class _Restart:
@@ -485,14 +542,16 @@ async def cached_call(
     key: str,
     send: Callable[[Request[T]], Awaitable[Outcome[T]]],
     bound: float,
+    sent: SentHeader = _sends_nothing,
 ) -> Cached[T]:
     """``request`` answered from ``cache`` when it can, else by ``send`` (the rest of the
     request path: coalescing, deadline, limiter, retries); ``bound`` bounds each question
-    to the backend and the wait for another process's fetch."""
+    to the backend and the wait for another process's fetch; ``sent`` says what the client
+    sends of a header an entry's answer varies on."""
     started = time.monotonic()
     while True:
         try:
-            entry = await cache._get(key, bound)
+            entry = _usable(await cache._get(key, bound), sent)
         except _Unavailable:
             return (await send(request))._replace(cache="miss")
         if entry is not None and entry.fresh(time.time()):
@@ -509,7 +568,7 @@ async def cached_call(
     flight = asyncio.get_running_loop().create_future()
     cache._flights[key] = flight
     try:
-        result = await _lead(cache, request, key, entry, send, bound, started)
+        result = await _lead(cache, request, key, entry, send, bound, started, sent)
     except BaseException as exc:
         del cache._flights[key]
         if isinstance(exc, asyncio.CancelledError):
@@ -531,6 +590,7 @@ async def _lead(
     send: Callable[[Request[T]], Awaitable[Outcome[T]]],
     bound: float,
     started: float,
+    sent: SentHeader,
 ) -> Cached[T]:
     """The fetch of this process: across processes, fetch, or wait for whoever does."""
     try:
@@ -539,7 +599,7 @@ async def _lead(
         return (await send(request))._replace(cache="miss")
     if token is None:  # another process fetched (or gave up): read what it stored
         try:
-            stored = await cache._get(key, bound)
+            stored = _usable(await cache._get(key, bound), sent)
         except _Unavailable:
             return (await send(request))._replace(cache="miss")
         if stored is not None and stored.fresh(time.time()):
@@ -547,11 +607,11 @@ async def _lead(
             if hit is not None:
                 return hit._replace(cache="hit")
             stored = None
-        return await _fetch(cache, request, key, stored or entry, send, bound, started)
+        return await _fetch(cache, request, key, stored or entry, send, bound, started, sent)
     try:
         if cache._shared:  # stored by another process between our read and our lock?
             try:
-                stored = await cache._get(key, bound)
+                stored = _usable(await cache._get(key, bound), sent)
             except _Unavailable:
                 stored = None
             if stored is not None and stored.fresh(time.time()):
@@ -559,7 +619,7 @@ async def _lead(
                 if hit is not None:
                     return hit._replace(cache="hit")
             entry = stored or entry
-        return await _fetch(cache, request, key, entry, send, bound, started)
+        return await _fetch(cache, request, key, entry, send, bound, started, sent)
     finally:
         await cache._unlock(key, token, bound)
 
@@ -572,6 +632,7 @@ async def _fetch(
     send: Callable[[Request[T]], Awaitable[Outcome[T]]],
     bound: float,
     started: float,
+    sent: SentHeader,
 ) -> Cached[T]:
     """One call through the request path, revalidating ``entry`` when it has validators."""
     ttl = cache.ttl[request.operation]
@@ -586,7 +647,7 @@ async def _fetch(
             confirmed = _from_entry(request, entry, entry.headers, exc.attempts, started)
             if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
                 await cache._drop(key, bound)
-                return await _fetch(cache, request, key, None, send, bound, started)
+                return await _fetch(cache, request, key, None, send, bound, started, sent)
             headers = _merged(entry.headers, exc.headers)
             lifetime = freshness(headers, ttl)
             if lifetime is None:
@@ -599,6 +660,7 @@ async def _fetch(
                     last_modified=modified,
                     stored_at=time.time(),
                     lifetime=lifetime,
+                    varied=_varied(headers, sent),
                 )
                 await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
             return confirmed._replace(headers=headers, cache="revalidated")
@@ -629,6 +691,7 @@ async def _fetch(
             modified,
             time.time(),
             lifetime,
+            _varied(answered, sent),
         )
         keep = cache._keep(request.operation, stored)
         if keep > 0:  # fresh for a while, or kept to revalidate or to serve on an error

@@ -517,6 +517,14 @@ class AiohttpSender:
             Reply, (status, response.headers, body, url if hops == 0 else str(target))
         )
 
+    def sent_header(self, name: str) -> str | None:
+        """What this client's requests send as header ``name`` (None: not sent by us or by
+        a caller's session): the cache compares it with an entry's ``Vary``."""
+        value = self._headers.get(name)
+        if value is None and self.session is not None and not self._owns_session:
+            value = self.session.headers.get(name)
+        return value
+
     def learn(self, network: Network, base: str) -> None:
         """``base`` (``scheme://authority/path``, encoded) is where ``network``'s requests go:
         their URL objects are built on it rather than parsed (see :func:`_built`)."""

@@ -112,6 +112,7 @@ def _meta(entry: Entry) -> bytes:
             "l": entry.last_modified,
             "t": entry.stored_at,
             "f": entry.lifetime,
+            "v": [list(pair) for pair in entry.varied],
         }
     )
 
@@ -129,7 +130,10 @@ def _entry(body: object, meta: object) -> Entry | None:
             headers.add(name, value)
         status, url, etag, modified = m["s"], m["u"], m["e"], m["l"]
         stored_at, lifetime = float(m["t"]), float(m["f"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        varied = tuple((name, value) for name, value in m.get("v", ()))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if not all(isinstance(n, str) and isinstance(v, str | None) for n, v in varied):
         return None
     if (
         type(status) is not int
@@ -139,7 +143,9 @@ def _entry(body: object, meta: object) -> Entry | None:
         or not (math.isfinite(stored_at) and math.isfinite(lifetime))
     ):
         return None
-    return Entry(body, status, CIMultiDictProxy(headers), url, etag, modified, stored_at, lifetime)
+    return Entry(
+        body, status, CIMultiDictProxy(headers), url, etag, modified, stored_at, lifetime, varied
+    )
 
 
 class RedisCache(CacheBackend):

@@ -160,13 +160,6 @@ class Transport:
         sender: Sender | None = None,
     ) -> None:
         self.hosts = hosts
-        #: The cache stage (``Client(cache=...)``): the operations its ``ttl`` names go
-        #: through it first (asyncapi_client/_cache.py); the sender adds its validators.
-        self._cache: CacheStage | None = None
-        if cache is not None:
-            from ._cache import CacheStage
-
-            self._cache = CacheStage(cache, self)
         if sender is None:
             from ._http import AiohttpSender
 
@@ -184,6 +177,13 @@ class Transport:
             )
         #: Makes the attempts (the only part that speaks HTTP).
         self._sender = sender
+        #: The cache stage (``Client(cache=...)``): the operations its ``ttl`` names go
+        #: through it first (asyncapi_client/_cache.py); the sender adds its validators.
+        self._cache: CacheStage | None = None
+        if cache is not None:
+            from ._cache import CacheStage
+
+            self._cache = CacheStage(cache, self)
         self._telemetry = telemetry
         self.retry = retry
         #: The policy of testing mode (``Client.set_testing``), read at decision time;

@@ -28,7 +28,8 @@ from asyncapi_client import (
     ServerError,
 )
 from asyncapi_client import _cache as cache_module
-from asyncapi_client._cache import freshness, may_serve_stale, validators
+from asyncapi_client._cache import _TOKEN as _is_token
+from asyncapi_client._cache import freshness, may_serve_stale, validators, vary_names
 from asyncapi_client._http import CALLER_MIDDLEWARES
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
 
@@ -283,6 +284,45 @@ async def test_vary_star_is_not_stored(server: FakeServer, clock: Clock) -> None
         await client.token_markets(token)
         assert (await client.with_response.token_markets(token)).cache == "hit"
     assert len(sent(server)) == 2
+
+
+async def test_an_answer_is_used_only_by_clients_sending_what_it_varies_on(
+    server: FakeServer, clock: Clock
+) -> None:
+    # Vary: Accept-Language. Two clients share one cache; each sends its own language.
+    server.script("tokens", Reply(200, headers={"Vary": "Accept-Language"}), repeat=True)
+    cache = MemoryCache()
+    async with (
+        client_for(server, cache, headers={"Accept-Language": "de"}) as german,
+        client_for(server, cache, headers={"Accept-Language": "fr"}) as french,
+        client_for(server, cache, headers={"accept-language": "de"}) as also_german,
+        client_for(server, cache) as neither,
+    ):
+        assert (await german.with_response.tokens()).cache == "miss"
+        assert (await also_german.with_response.tokens()).cache == "hit"  # any case
+        assert (await french.with_response.tokens()).cache == "miss"  # not the German one
+        assert (await french.with_response.tokens()).cache == "hit"  # its own now
+        assert (await german.with_response.tokens()).cache == "miss"
+        assert (await neither.with_response.tokens()).cache == "miss"  # sends none
+    assert [r.headers.get("Accept-Language") for r in sent(server)] == ["de", "fr", "de", None]
+
+
+@pytest.mark.parametrize(
+    "vary",
+    [
+        "Accept-Language, *",
+        "Accept-Language;q=1",
+        "a" * 5000,
+        ", ".join(f"X-{i}" for i in range(17)),
+    ],
+)
+async def test_a_vary_that_does_not_parse_is_not_stored(
+    server: FakeServer, clock: Clock, vary: str
+) -> None:
+    server.script("tokens", Reply(200, headers={"Vary": vary}), repeat=True)
+    async with client_for(server, MemoryCache()) as client:
+        answers = [(await client.with_response.tokens()).cache for _ in range(2)]
+    assert answers == ["miss", "miss"]
 
 
 @pytest.mark.parametrize("directives", ["no-cache", "max-age=0", "private, max-age=0"])
@@ -702,6 +742,8 @@ def test_no_header_value_makes_the_parsers_raise(
     lifetime = freshness(headers, 60.0)
     assert lifetime is None or 0.0 <= lifetime <= 60.0
     assert may_serve_stale(headers) in (True, False)
+    names = vary_names(headers)
+    assert names is None or all(_is_token(name) for name in names)
     etag, modified = validators(headers)
     assert etag is None or (etag.isascii() and etag.isprintable() and len(etag) <= 512)
     assert modified is None or (modified.isascii() and modified.isprintable())

@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
+import orjson
 import pytest
 import redis.asyncio as aredis
 
@@ -90,6 +91,46 @@ async def test_a_fresh_entry_is_shared_by_every_process(server: FakeServer, redi
     ttls = await keys_and_ttls(redis_url)
     assert ttls
     assert all(ttl > 0 for ttl in ttls.values()), ttls
+
+
+async def test_processes_sending_other_values_of_a_vary_header_do_not_share_an_answer(
+    server: FakeServer, redis_url: str
+) -> None:
+    server.script("tokens", Reply(200, headers={"Vary": "Accept, X-Region"}), repeat=True)
+    async with (
+        RedisCache(redis_url, name="vary") as one,
+        RedisCache(redis_url, name="vary") as two,
+        RedisCache(redis_url, name="vary") as three,
+        client_for(server, one, headers={"X-Region": "eu"}) as eu,
+        client_for(server, two, headers={"X-Region": "us"}) as us,
+        client_for(server, three, headers={"X-Region": "eu"}) as eu_too,
+    ):
+        assert (await eu.with_response.tokens()).cache == "miss"
+        assert (await eu_too.with_response.tokens()).cache == "hit"  # read back from Redis
+        assert (await us.with_response.tokens()).cache == "miss"
+    assert [r.headers.get("X-Region") for r in sent(server)] == ["eu", "us"]
+
+
+@pytest.mark.parametrize(
+    ("varied", "cache"),
+    [([], "hit"), ([["x-region", None]], "hit"), ([["x-region", "eu"]], "miss"), (5, "miss")],
+    ids=["none", "matches", "another-value", "not-a-list"],
+)
+async def test_an_entry_s_vary_values_in_redis_are_checked_and_not_trusted(
+    server: FakeServer, redis_url: str, varied: object, cache: str
+) -> None:
+    redis = aredis.Redis.from_url(redis_url)
+    key = "asyncapi_client:cache:{tamper}:e:mainnet /tokens"
+    async with RedisCache(redis, name="tamper") as one, client_for(server, one) as client:
+        await client.tokens()
+        stored = await redis.hget(key, "m")
+        assert isinstance(stored, bytes)
+        meta = orjson.loads(stored)
+        meta["v"] = varied
+        await redis.hset(key, "m", orjson.dumps(meta))
+        answer = await client.with_response.tokens()
+    await redis.aclose()
+    assert answer.cache == cache
 
 
 async def test_another_name_is_another_cache(server: FakeServer, redis_url: str) -> None:
