@@ -562,9 +562,12 @@ async def cached_call(
         flight = cache._flights.get(key)
         if flight is None:
             break
-        result = await asyncio.shield(flight)  # another task of this process fetches it
-        if result is not _RESTART:
-            return result  # type: ignore[no-any-return]
+        shared = await asyncio.shield(flight)  # another task of this process fetches it
+        if shared is not _RESTART:
+            result, varied = shared
+            if all(sent(name) == value for name, value in varied):
+                return result  # type: ignore[no-any-return]
+            # its answer varies on a header this client sends otherwise: fetch our own
     flight = asyncio.get_running_loop().create_future()
     cache._flights[key] = flight
     try:
@@ -578,7 +581,9 @@ async def cached_call(
             flight.exception()  # retrieved: no "never retrieved" warning when nobody waited
         raise
     del cache._flights[key]
-    flight.set_result(result)
+    # with what this client sent of the headers the answer varies on: a client sending
+    # other values does not take it
+    flight.set_result((result, _varied(result.headers, sent)))
     return result
 
 

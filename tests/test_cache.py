@@ -32,6 +32,7 @@ from asyncapi_client._cache import _TOKEN as _is_token
 from asyncapi_client._cache import freshness, may_serve_stale, validators, vary_names
 from asyncapi_client._http import CALLER_MIDDLEWARES
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
+from tests._checks import settled
 
 ETAG = '"v1"'
 MODIFIED = "Wed, 25 Nov 2026 10:00:00 GMT"
@@ -520,6 +521,29 @@ async def test_identical_concurrent_misses_share_one_request_without_coalescing(
     assert len(sent(server)) == 1
     assert {a.cache for a in answers} == {"miss"}
     assert all(a.value == answers[0].value for a in answers)
+
+
+async def test_a_shared_miss_is_not_taken_by_a_client_sending_another_varied_value(
+    server: FakeServer, clock: Clock
+) -> None:
+    server.script("tokens", Reply(200, headers={"Vary": "Accept-Language"}), repeat=True)
+    cache = MemoryCache()
+    async with (
+        client_for(server, cache, headers={"Accept-Language": "de"}) as german,
+        client_for(server, cache, headers={"Accept-Language": "fr"}) as french,
+    ):
+        with server.gate("tokens") as gate:
+            first = asyncio.create_task(german.with_response.tokens())
+            await gate.arrived(1)  # the German fetch is in flight; these join it
+            joined = [
+                asyncio.create_task(client.with_response.tokens())
+                for client in (german, french, german)
+            ]
+            await settled(lambda: False, turns=20)  # let them reach the shared fetch
+            gate.release()
+            answers = await asyncio.gather(first, *joined)
+    assert [a.cache for a in answers] == ["miss", "miss", "miss", "miss"]
+    assert [r.headers.get("Accept-Language") for r in sent(server)] == ["de", "fr"]
 
 
 async def test_when_the_fetcher_is_cancelled_a_waiting_call_fetches(
