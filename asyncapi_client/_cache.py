@@ -231,7 +231,9 @@ def _merged(stored: Mapping[str, str], fresh: Mapping[str, str]) -> CIMultiDictP
     """The stored response's headers updated with a 304's (RFC 9111 section 3.2)."""
     merged: CIMultiDict[str] = CIMultiDict(stored)
     names = {name.lower() for name in fresh} - _FRAMING
-    for name in names:
+    # The stored Age is the age it had then: confirmed now, it is as old as the 304 says
+    # (no Age: fresh from the origin).
+    for name in names | {"age"}:
         merged.popall(name, None)
     for name, value in fresh.items():
         if name.lower() in names:

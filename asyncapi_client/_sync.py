@@ -136,7 +136,10 @@ class _Runner:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.client: Client | None = None
-        self._lock = threading.Lock()
+        # reentrant: a SyncWalk's batches collected unfinished (their generator's finally
+        # hands a close to the loop) may be finalised by the cycle collector in a thread
+        # that holds it
+        self._lock = threading.RLock()
         self._stopping = False
         self.thread = threading.Thread(
             target=_serve, args=(self,), name=f"asyncapi-client-sync-{next(_names)}", daemon=True
@@ -448,13 +451,16 @@ class SyncWalk(Generic[T]):
     ) -> Generator[pyarrow.RecordBatch, None, None]:
         """The rest of the walk as ``pyarrow.RecordBatch`` objects of ``rows`` rows, pulled
         one at a time as items are (see :meth:`Walk.record_batches`); after each one,
-        :attr:`checkpoint` stands just after its last row. Arguments are checked now;
-        ``close()`` on the generator (or leaving a ``for`` loop) ends its fetches.
+        :attr:`checkpoint` stands just after its last row. Arguments are checked now, and a
+        closed walk is refused; ``close()`` on the generator (or leaving a ``for`` loop)
+        ends it, and the walk goes on from where the last batch ended.
 
         Args:
             rows: rows in each batch.
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        if self._closing:
+            raise RuntimeError("record_batches(): the walk is closed")
         batches = self._walk.record_batches(rows=rows, decimal_scale=decimal_scale)
         return self._pull(batches)
 
@@ -487,6 +493,8 @@ class SyncWalk(Generic[T]):
     ) -> R:
         self._task = asyncio.current_task()
         try:
+            if self._closing:  # close() from another thread came first: no empty export
+                raise RuntimeError(f"{name}(): the walk is closed")
             return await export(*args, **kwargs)
         except asyncio.CancelledError:
             if self._closing:  # close() from another thread

@@ -239,6 +239,8 @@ class RedisLimiter:
         self._seen: dict[Network, tuple[float, float, float, str | None]] = {}
         #: Per network, the question to Redis one call is asking for all those in the hold.
         self._asking: dict[Network, asyncio.Future[None]] = {}
+        #: How many times clear_hold() ran: an answer asked for before one is not remembered.
+        self._cleared = 0
 
     def __repr__(self) -> str:
         margin = "" if self.margin == DEFAULT_MARGIN else f", margin={self.margin!r}"
@@ -340,10 +342,10 @@ class RedisLimiter:
         asking: asyncio.Future[None] | None = None
         while True:
             seen = self._seen.get(network)
-            if seen is None or seen[2] <= time.monotonic():
+            now = time.monotonic()  # one reading: a hold that runs out is not answered "held 0"
+            if seen is None or seen[2] <= now:
                 break  # no hold known, or it has run out: every call asks for its slot
             self._check_open()
-            now = time.monotonic()
             if now - seen[0] < HOLD_SEEN:
                 _, wait_until, hold_until, why = seen
                 return Admission(
@@ -357,6 +359,7 @@ class RedisLimiter:
                 asking = self._asking[network] = asyncio.get_running_loop().create_future()
                 break
             await asyncio.shield(pending)
+        cleared = self._cleared
         try:
             ahead, held, reserved, why = await self._reserve(
                 self.weights.get(operation, 1), network
@@ -365,7 +368,9 @@ class RedisLimiter:
             if asking is not None:
                 del self._asking[network]
                 asking.set_result(None)
-        if held > 0 and not reserved:
+        if cleared != self._cleared:  # clear_hold() ran meanwhile: this answer may predate it
+            self._seen.pop(network, None)
+        elif held > 0 and not reserved:
             now = time.monotonic()
             self._seen[network] = (now, now + ahead / 1e6, now + held / 1e6, why)
         else:
@@ -424,6 +429,7 @@ class RedisLimiter:
         for each in networks:  # one call per network: their keys live in different slots
             await self._call(self._clear, self._keys_of(each)[:2], (), each)
             self._seen.pop(each, None)
+            self._cleared += 1
 
     async def aclose(self) -> None:
         """Close the connection pool if the limiter made it; a borrowed client stays open."""

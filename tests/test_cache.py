@@ -383,6 +383,26 @@ async def test_an_age_past_the_freshness_is_revalidated_on_every_use(
     assert [a.cache for a in answers] == ["miss", "revalidated", "revalidated"]
 
 
+async def test_a_304_without_age_is_fresh_for_its_whole_max_age(
+    server: FakeServer, clock: Clock
+) -> None:
+    # The 200 came through a CDN (Age: 50); the origin's 304 has no Age: after it the
+    # entry is as fresh as max-age says, not max-age - 50 for ever.
+    def respond(request: RecordedRequest) -> Reply:
+        if request.headers.get("If-None-Match") == ETAG:
+            return Reply(304, body=b"", headers={"ETag": ETAG, "Cache-Control": "max-age=60"})
+        return Reply(200, headers={"ETag": ETAG, "Cache-Control": "max-age=60", "Age": "50"})
+
+    server.script("tokens", respond, repeat=True)
+    async with client_for(server, MemoryCache()) as client:
+        await client.tokens()
+        clock.advance(11)
+        assert (await client.with_response.tokens()).cache == "revalidated"
+        clock.advance(59)
+        assert (await client.with_response.tokens()).cache == "hit"
+    assert [r.status for r in sent(server)] == [200, 304]
+
+
 @pytest.mark.parametrize("directives", ["max-age=10, must-revalidate", "no-cache"])
 async def test_a_stale_entry_that_must_be_revalidated_is_never_served_on_an_error(
     server: FakeServer, clock: Clock, directives: str

@@ -29,6 +29,7 @@ from asyncapi_client import (
     RetryEvent,
     TransportError,
 )
+from asyncapi_client import fleet as fleet_module
 from asyncapi_client._limiters import MAX_HOLD, OperationName
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, HOLD_SEEN, RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
@@ -411,6 +412,55 @@ async def test_a_member_told_of_a_hold_sees_it_cleared_within_hold_seen(redis_ur
     assert all(t < HOLD_SEEN for t in answers), answers  # told less than HOLD_SEEN ago
 
 
+async def test_a_remembered_hold_that_runs_out_is_never_answered_as_free_without_a_slot(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The clock moves 1 ms at every reading: the answer must rest on one reading, so a hold
+    # ending between two of them is never "wait 0, nothing reserved" (sent with no slot).
+    class Ticking:
+        def __init__(self, start: float) -> None:
+            self.now = start
+
+        def monotonic(self) -> float:
+            self.now += 0.001
+            return self.now
+
+    async with RedisLimiter(redis_url, [Rate(100, 1.0)], name="tick") as limiter:
+        clock = Ticking(1000.0)
+        monkeypatch.setattr(fleet_module, "time", clock)
+        ends = clock.now + 0.0015  # after the next reading, before the one after it
+        limiter._seen[MAIN] = (clock.now, ends, ends, None)
+        admission = await limiter.acquire("pool", MAIN)
+    assert admission.reserved or admission.wait > 0, admission
+
+
+async def test_an_answer_asked_for_before_clear_hold_is_not_remembered_after_it(
+    redis_url: str,
+) -> None:
+    async with (
+        RedisLimiter(redis_url, [Rate(100, 1.0)], name="gen") as one,
+        RedisLimiter(redis_url, [Rate(100, 1.0)], name="gen") as other,
+    ):
+        await other.hold(MAIN, 60.0)
+        asked, answer = asyncio.Event(), asyncio.Event()
+        reserve = one._reserve
+
+        async def slow_reserve(weight: int, network: Network) -> tuple[int, int, bool, str | None]:
+            found = await reserve(weight, network)  # Redis says: held
+            asked.set()
+            await answer.wait()  # clear_hold() runs here, before the answer is used
+            return found
+
+        one._reserve = slow_reserve  # type: ignore[method-assign,assignment]
+        acquiring = asyncio.ensure_future(one.acquire("pool", MAIN))
+        await asked.wait()
+        await one.clear_hold()
+        answer.set()
+        assert not (await acquiring).reserved  # what Redis said then
+        one._reserve = reserve  # type: ignore[method-assign]
+        assert (await one.acquire("pool", MAIN)).reserved  # not the hold it heard of before
+
+
 # --- expiry ---------------------------------------------------------------------------------
 
 
@@ -728,8 +778,8 @@ async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
         RedisLimiter(redis_url, [Rate(1000, 1.0)], name="share") as limiter,
         Client(base_url=server.base_url, limiter=limiter, coalesce=False) as client,
     ):
+        placed = time.monotonic()  # before: the hold starts no sooner, ends no sooner
         await limiter.hold(MAIN, hold)
-        placed = time.monotonic()
         calls = asyncio.gather(*[client.tokens() for _ in range(waiting)])
         # The time passing is what is measured: Redis's own count over 1.5 s of the hold.
         await asyncio.sleep(max(0.0, placed + 0.5 - time.monotonic()))

@@ -123,4 +123,6 @@ def test_bad_arguments_and_a_closed_walk_are_refused_clearly(
     walk.close()
     with pytest.raises(RuntimeError, match=r"to_parquet\(\): the walk is closed"):
         walk.to_parquet(tmp_path / "x.parquet")
+    with pytest.raises(RuntimeError, match=r"record_batches\(\): the walk is closed"):
+        walk.record_batches()
     assert not (tmp_path / "x.parquet").exists()
