@@ -287,15 +287,20 @@ async def test_vary_star_is_not_stored(server: FakeServer, clock: Clock) -> None
     assert len(sent(server)) == 2
 
 
+def speaking(server: FakeServer, cache: MemoryCache, language: str) -> Client:
+    """A client of ``cache`` that sends ``Accept-Language: language``, the tokens answered
+    with ``Vary: Accept-Language``."""
+    server.script("tokens", Reply(200, headers={"Vary": "Accept-Language"}), repeat=True)
+    return client_for(server, cache, headers={"Accept-Language": language})
+
+
 async def test_an_answer_is_used_only_by_clients_sending_what_it_varies_on(
     server: FakeServer, clock: Clock
 ) -> None:
-    # Vary: Accept-Language. Two clients share one cache; each sends its own language.
-    server.script("tokens", Reply(200, headers={"Vary": "Accept-Language"}), repeat=True)
     cache = MemoryCache()
     async with (
-        client_for(server, cache, headers={"Accept-Language": "de"}) as german,
-        client_for(server, cache, headers={"Accept-Language": "fr"}) as french,
+        speaking(server, cache, "de") as german,
+        speaking(server, cache, "fr") as french,
         client_for(server, cache, headers={"accept-language": "de"}) as also_german,
         client_for(server, cache) as neither,
     ):
@@ -546,12 +551,8 @@ async def test_identical_concurrent_misses_share_one_request_without_coalescing(
 async def test_a_shared_miss_is_not_taken_by_a_client_sending_another_varied_value(
     server: FakeServer, clock: Clock
 ) -> None:
-    server.script("tokens", Reply(200, headers={"Vary": "Accept-Language"}), repeat=True)
     cache = MemoryCache()
-    async with (
-        client_for(server, cache, headers={"Accept-Language": "de"}) as german,
-        client_for(server, cache, headers={"Accept-Language": "fr"}) as french,
-    ):
+    async with speaking(server, cache, "de") as german, speaking(server, cache, "fr") as french:
         with server.gate("tokens") as gate:
             first = asyncio.create_task(german.with_response.tokens())
             await gate.arrived(1)  # the German fetch is in flight; these join it
