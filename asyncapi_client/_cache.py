@@ -124,6 +124,13 @@ def _directives(values: Iterable[str]) -> dict[str, str] | None:
     return found
 
 
+def _cache_control(headers: Mapping[str, str]) -> dict[str, str] | None:
+    """The ``Cache-Control`` directives of ``headers`` ({} when it has none), or None when
+    they do not parse."""
+    given = _values(headers, "Cache-Control")
+    return _directives(given) if given else {}
+
+
 def _age(headers: Mapping[str, str]) -> float | None:
     """The ``Age`` a cache on the way (a CDN) says the answer already has: 0.0 when absent;
     None when it does not parse (not digits, or given twice differently)."""
@@ -165,8 +172,7 @@ def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
     age = _age(headers)
     if age is None:
         return None
-    given = _values(headers, "Cache-Control")
-    found = _directives(given) if given else {}
+    found = _cache_control(headers)
     if found is None or "no-store" in found:
         return None
     if "no-cache" in found:
@@ -185,10 +191,7 @@ def may_serve_stale(headers: Mapping[str, str]) -> bool:
     """Whether a stale answer with ``headers`` may be served when a refresh fails
     (``stale_if_error``): not when its ``Cache-Control`` says ``must-revalidate`` or
     ``no-cache`` (RFC 9111 section 4.2.4), or does not parse."""
-    given = _values(headers, "Cache-Control")
-    if not given:
-        return True
-    found = _directives(given)
+    found = _cache_control(headers)
     return found is not None and "must-revalidate" not in found and "no-cache" not in found
 
 
@@ -544,7 +547,7 @@ async def cached_call(
     key: str,
     send: Callable[[Request[T]], Awaitable[Outcome[T]]],
     bound: float,
-    sent: SentHeader = _sends_nothing,
+    sent: SentHeader,
 ) -> Cached[T]:
     """``request`` answered from ``cache`` when it can, else by ``send`` (the rest of the
     request path: coalescing, deadline, limiter, retries); ``bound`` bounds each question
@@ -566,8 +569,8 @@ async def cached_call(
             break
         shared = await asyncio.shield(flight)  # another task of this process fetches it
         if shared is not _RESTART:
-            result, varied = shared
-            if all(sent(name) == value for name, value in varied):
+            result, leader_sent = shared
+            if all(sent(name) == leader_sent(name) for name in vary_names(result.headers) or ()):
                 return result  # type: ignore[no-any-return]
             # its answer varies on a header this client sends otherwise: fetch our own
     flight = asyncio.get_running_loop().create_future()
@@ -583,9 +586,9 @@ async def cached_call(
             flight.exception()  # retrieved: no "never retrieved" warning when nobody waited
         raise
     del cache._flights[key]
-    # with what this client sent of the headers the answer varies on: a client sending
-    # other values does not take it
-    flight.set_result((result, _varied(result.headers, sent)))
+    # with what this client sends: a client sending other values of the headers the answer
+    # varies on does not take it
+    flight.set_result((result, sent))
     return result
 
 

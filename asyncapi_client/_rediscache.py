@@ -131,7 +131,7 @@ def _entry(body: object, meta: object) -> Entry | None:
         status, url, etag, modified = m["s"], m["u"], m["e"], m["l"]
         stored_at, lifetime = float(m["t"]), float(m["f"])
         varied = tuple((name, value) for name, value in m.get("v", ()))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
     if not all(isinstance(n, str) and isinstance(v, str | None) for n, v in varied):
         return None

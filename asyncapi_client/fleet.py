@@ -380,22 +380,24 @@ class RedisLimiter:
     async def held(self, network: Network) -> float:
         """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock
         (as told less than :data:`HOLD_SEEN` s ago, or asked now)."""
-        seen = self._seen_hold(network)
+        now = time.monotonic()
+        seen = self._seen_hold(network, now)
         if seen is not None:
-            return max(0.0, seen[2] - time.monotonic())
+            return seen[2] - now
         left = int(await self._call(self._held, self._keys_of(network)[:1], ("",), network)) / 1e6
         if left <= 0:
             self._seen.pop(network, None)
         return left
 
-    def _seen_hold(self, network: Network) -> tuple[float, float, float, str | None] | None:
+    def _seen_hold(
+        self, network: Network, now: float
+    ) -> tuple[float, float, float, str | None] | None:
         """The hold on ``network`` this process was told of, if that is recent and it still
-        runs (a closed limiter raises, as a call to Redis would)."""
+        runs at ``now`` (a closed limiter raises, as a call to Redis would)."""
         seen = self._seen.get(network)
         if seen is None:
             return None
         self._check_open()
-        now = time.monotonic()
         if now - seen[0] >= HOLD_SEEN or seen[2] <= now:
             return None
         return seen
