@@ -59,6 +59,10 @@ T = TypeVar("T")
 
 #: Each operation's path, as telemetry's ``url.template`` names it (from the endpoints table).
 TEMPLATES: Final = {e.name: e.template for e in ENDPOINTS}
+#: Requests kept per one-identifier operation, by identifier (then forgotten all at once),
+#: for identifiers at most KEPT_ID_LENGTH long.
+KEPT_REQUESTS: Final = 512
+KEPT_ID_LENGTH: Final = 256
 
 
 # What the private helpers take (the public signatures spell the types out, so that
@@ -355,7 +359,13 @@ class Client:
             cache=cache,
         )
         #: Runs a Request for its value (the response view's runs it for the Response).
-        self._fetch: _Fetch = self._transport.get
+        self._fetch: _Fetch = self._transport.getter()
+        #: Per one-identifier operation: the Requests of its latest identifiers, made with
+        #: the client's network and deadline (a bot polls the same pools and users: each
+        #: call of one skips checking, encoding and building it again).
+        self._kept: dict[str, dict[str, Request[Any]]] = {
+            e.name: {} for e in (TOKEN_MARKETS, POOL, USER)
+        }
         self.with_response: Final = WithResponse(self)
         """The six operations again, each returning a :class:`Response` with the value."""
 
@@ -470,8 +480,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        segment = _identifier(token, "token")
-        return await self._fetch(self._request(TOKEN_MARKETS, network, deadline, segment))
+        return await self._fetch(self._by_id(TOKEN_MARKETS, token, "token", network, deadline))
 
     async def pool(
         self,
@@ -489,8 +498,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        segment = _identifier(pool_id, "pool_id")
-        return await self._fetch(self._request(POOL, network, deadline, segment))
+        return await self._fetch(self._by_id(POOL, pool_id, "pool_id", network, deadline))
 
     async def user(
         self,
@@ -508,8 +516,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        segment = _identifier(address, "address")
-        return await self._fetch(self._request(USER, network, deadline, segment))
+        return await self._fetch(self._by_id(USER, address, "address", network, deadline))
 
     async def orders(
         self,
@@ -583,6 +590,32 @@ class Client:
         else:
             dl = _positive_number(deadline, "deadline", optional=True)
         return self._transport.request(endpoint, net, segment, query, dl)
+
+    def _by_id(
+        self,
+        endpoint: Endpoint[T],
+        value: object,
+        argument: str,
+        network: _NetworkArg,
+        deadline: _DeadlineArg,
+    ) -> Request[T]:
+        """The Request of a one-identifier call (``argument`` names ``value`` in errors),
+        kept for the next call of the same identifier with the client's defaults."""
+        if (
+            network is None
+            and deadline is USE_CLIENT_DEFAULT
+            and type(value) is str
+            and len(value) <= KEPT_ID_LENGTH
+        ):
+            kept = self._kept[endpoint.name]
+            request = kept.get(value)
+            if request is None:
+                request = self._request(endpoint, None, deadline, _identifier(value, argument))
+                if len(kept) >= KEPT_REQUESTS:
+                    kept.clear()
+                kept[value] = request
+            return request
+        return self._request(endpoint, network, deadline, _identifier(value, argument))
 
     # --- streams ----------------------------------------------------------------------
 

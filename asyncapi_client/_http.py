@@ -110,6 +110,9 @@ _ERROR_BODY_BYTES: Final = 64 * 1024
 #: Redirect hops followed within one attempt.
 MAX_REDIRECTS: Final = 5
 _REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})
+#: URL objects kept for their next request: at most this many, of urls at most this long.
+_KEPT_URLS: Final = 512
+_KEPT_URL_LENGTH: Final = 512
 
 
 def user_agent() -> str:
@@ -386,6 +389,8 @@ class AiohttpSender:
         #: Per network: its base as a URL and the text before the base's path (scheme and
         #: authority), so an attempt puts a request's path on it instead of parsing its URL.
         self._origins: dict[Network, tuple[URL, str] | None] = {}
+        #: The URL objects of the latest query-less urls (see :meth:`_target`).
+        self._targets: dict[str, URL] = {}
 
     def open(self) -> aiohttp.ClientSession:
         """The session, created on first use (inside the running loop)."""
@@ -426,7 +431,9 @@ class AiohttpSender:
         session = self.session if self.session is not None else self.open()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
-        target = self._target(url, network)
+        target = self._targets.get(url)
+        if target is None:
+            target = self._target(url, network)
         hops = 0
         resent = False
         try:
@@ -493,13 +500,19 @@ class AiohttpSender:
                 # from the headers (aiohttp's parser checked it is digits): its property is
                 # Python code that does the same.
                 headers = response.headers
-                length: int | None = None
-                if "Content-Encoding" not in headers:
-                    announced = headers.get("Content-Length")
-                    length = None if announced is None else int(announced)
-                if length is not None and length <= self._max_response_bytes:
+                announced = headers.get("Content-Length")
+                if (
+                    announced is not None
+                    and int(announced) <= self._max_response_bytes
+                    and "Content-Encoding" not in headers
+                ):
                     body = await response.read()
                 else:
+                    length = (
+                        None
+                        if announced is None or "Content-Encoding" in headers
+                        else int(announced)
+                    )
                     body = await self._read_capped(response, length, url, network)
             finally:  # what ``async with response`` does, without its two coroutines
                 response.release()
@@ -536,9 +549,17 @@ class AiohttpSender:
         self._origins[network] = (origin, prefix) if fits else None
 
     def _target(self, url: str, network: Network) -> URL:
-        """The URL object of a request's ``url``, built from its network's base."""
+        """The URL object of a request's ``url``, built from its network's base, and kept
+        for the next request of a short url without a query (``send`` looks there first)."""
         found = self._origins.get(network)
-        return _parsed(url) if found is None else _built(found[0], found[1], url)
+        target = _parsed(url) if found is None else _built(found[0], found[1], url)
+        if len(url) <= _KEPT_URL_LENGTH and "?" not in url:
+            # kept: the URLs a bot polls (no query); a walk's pages (a new cursor each) are not
+            targets = self._targets
+            if len(targets) >= _KEPT_URLS:
+                targets.clear()
+            targets[url] = target
+        return target
 
     async def _read_capped(
         self, response: aiohttp.ClientResponse, length: int | None, url: str, network: Network

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import inspect
 import logging
+import math
 import os
 import random
 import re
@@ -70,6 +72,8 @@ T = TypeVar("T")
 
 log: Final = logging.getLogger("asyncapi_client")
 
+#: A LocalLimiter's ``_holds_end`` while no hold was ever placed.
+_NEVER_HELD: Final = -math.inf
 #: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
 #: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
 #: Verified on CPython 3.11's asyncio (the suite runs with it and, under
@@ -205,12 +209,16 @@ class Transport:
         )
         # Does the limiter keep the server's Retry-After with a hold (for its messages)?
         self._hold_keeps_retry_after = _takes_retry_after(limiter.hold)
-        # The idle default limiter (no rates, no hold) is not asked before a first attempt.
-        self._local = limiter if type(limiter) is LocalLimiter else None
+        # A LocalLimiter without rates (the default) is not asked before a first attempt
+        # unless a hold was placed (its rates are fixed when it is made).
+        self._local = limiter if type(limiter) is LocalLimiter and not limiter.rates else None
         self._on_retry = on_retry or self._log_retry
         self._random = random.Random()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._state = _State.UNOPENED
+        #: The loop calls run in once opened; None before that and once closed (one check
+        #: per call instead of two).
+        self._ready: asyncio.AbstractEventLoop | None = None
         #: Requests in flight: the future their followers wait on, None until one joins.
         self._inflight: dict[Request[Any], asyncio.Future[Any] | None] = {}
         self._bases: dict[Network, str] = {}
@@ -238,6 +246,7 @@ class Transport:
             raise RuntimeError("a Client belongs to the event loop it was first used in")
         session = self._sender.open()
         self._state = _State.OPENED
+        self._ready = loop
         return session
 
     async def close(self) -> None:
@@ -248,6 +257,7 @@ class Transport:
         if self._state is _State.CLOSED:
             return
         self._state = _State.CLOSED
+        self._ready = None
         await self._sender.close()
 
     # --- requests ---------------------------------------------------------------------
@@ -286,6 +296,13 @@ class Transport:
             return self._send(request, True)
         return self._traced_value(request)
 
+    def getter(self) -> Callable[[Request[Any]], Coroutine[Any, Any, Any]]:
+        """:meth:`get` as a client keeps it: with neither a cache nor telemetry (both fixed
+        when the transport is made), the pipeline's own coroutine with nothing in between."""
+        if self._cache is None and self._telemetry is None:
+            return functools.partial(self._send, value=True)
+        return self.get
+
     async def _traced_value(self, request: Request[T]) -> T:
         assert self._telemetry is not None
         return (await self._telemetry.call(request, self._send)).value
@@ -311,7 +328,7 @@ class Transport:
         One coroutine from the operation to the sender's attempt: the loop is here.
         """
         loop = asyncio.get_running_loop()
-        if self._state is not _State.OPENED or loop is not self._loop:
+        if loop is not self._ready:
             self._open()  # opens lazily, or says why not (closed, another loop)
         leader = self._coalesce
         if leader:
@@ -351,7 +368,11 @@ class Transport:
                         tries += 1
                         try:
                             # The idle default limiter is not asked before a first attempt.
-                            if failed is not None or local is None or not local.idle:
+                            if (
+                                failed is not None
+                                or local is None
+                                or (local._holds_end != _NEVER_HELD and not local.idle)
+                            ):
                                 if call is None:
                                     call = _Call(request, started, expires)
                                 call.tries, call.attempts = tries, attempts
