@@ -32,7 +32,6 @@ import enum
 import functools
 import inspect
 import logging
-import math
 import os
 import random
 import re
@@ -72,8 +71,6 @@ T = TypeVar("T")
 
 log: Final = logging.getLogger("asyncapi_client")
 
-#: A LocalLimiter's ``_holds_end`` while no hold was ever placed.
-_NEVER_HELD: Final = -math.inf
 #: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
 #: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
 #: Verified on CPython 3.11's asyncio (the suite runs with it and, under
@@ -368,11 +365,7 @@ class Transport:
                         tries += 1
                         try:
                             # The idle default limiter is not asked before a first attempt.
-                            if (
-                                failed is not None
-                                or local is None
-                                or (local._holds_end != _NEVER_HELD and not local.idle)
-                            ):
+                            if failed is not None or local is None or not local.idle:
                                 if call is None:
                                     call = _Call(request, started, expires)
                                 call.tries, call.attempts = tries, attempts

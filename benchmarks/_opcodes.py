@@ -24,13 +24,12 @@ from types import FrameType
 from typing import Any
 
 from . import _calls
+from ._callgrind import _WARMUP
 from ._server import ServerProcess
 
 __all__ = ["count", "main"]
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: Warm-up calls: every one of the 64 cycled ids twice, the connections opened.
-_WARMUP = 128
 
 
 #: What is cut from a file's path: the site-packages or standard library folder, or ours.
