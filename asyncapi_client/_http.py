@@ -25,6 +25,7 @@ Every aiohttp failure is translated into the library's errors in :func:`_transla
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextvars
 import errno
@@ -52,6 +53,7 @@ from ._errors import (
 from ._network import Network
 from ._request import Reply, Request
 from ._retry import mark_final
+from ._timeouts import AttemptTimer
 from ._version import __version__
 
 __all__ = ["MAX_REDIRECTS", "AiohttpSender", "user_agent"]
@@ -353,6 +355,18 @@ class AiohttpSender:
         t = self._timeout
         #: How long one question to the limiter (or the cache) may take: the attempt's timeout.
         self.attempt_timeout: float = t.total or t.connect or t.sock_connect or t.sock_read or 10.0
+        #: The ``total`` of the timeout bounds each whole attempt (redirects and a stale
+        #: connection's resend included) on one timer for all attempts, not aiohttp's timer
+        #: per request (see asyncapi_client/_timeouts.py); aiohttp keeps the other bounds.
+        self._timer = AttemptTimer(t.total) if t.total else None
+        if t.total:
+            self._timeout = aiohttp.ClientTimeout(
+                total=None,
+                connect=t.connect,
+                sock_read=t.sock_read,
+                sock_connect=t.sock_connect,
+                ceil_threshold=t.ceil_threshold,
+            )
         self._max_connections = max_connections
         self._max_response_bytes = max_response_bytes
         # The caller's headers replace ours whatever their case (one User-Agent, not two).
@@ -420,6 +434,8 @@ class AiohttpSender:
 
     async def close(self) -> None:
         """Close the session if it is ours; a caller's session is left open."""
+        if self._timer is not None:
+            self._timer.close()
         session, self.session = self.session, None
         if session is not None and self._owns_session:
             await session.close()
@@ -434,6 +450,8 @@ class AiohttpSender:
         target = self._targets.get(url)
         if target is None:
             target = self._target(url, network)
+        timer = self._timer
+        task = None if timer is None else timer.start()
         hops = 0
         resent = False
         try:
@@ -525,6 +543,16 @@ class AiohttpSender:
             raise
         except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
             raise _unreadable(exc, url, network) from exc
+        except asyncio.CancelledError as exc:  # the attempt's timer cancels its task
+            if timer is None or task is None or not timer.expired(task):
+                raise
+            try:  # as asyncio.timeout() says it (and aiohttp's timer said it before)
+                raise TimeoutError from exc
+            except TimeoutError as timed_out:
+                raise _translate(timed_out, url, network) from timed_out
+        finally:
+            if timer is not None and task is not None:
+                timer.end(task)
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(
             Reply, (status, response.headers, body, url if hops == 0 else str(target))

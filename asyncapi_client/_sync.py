@@ -554,8 +554,10 @@ class SyncClient:
                 :class:`Network` or its name in any case.
             base_url: the main-network host (else ``ASYNCAPI_BASE_URL``).
             testnet_base_url: the test-network host (else ``ASYNCAPI_TESTNET_BASE_URL``).
-            timeout: seconds for one attempt (connect, send, read the body), or an
-                ``aiohttp.ClientTimeout``; also bounds each question to the limiter.
+            timeout: seconds for one attempt (connect, send, follow its redirects, read the
+                body), or an ``aiohttp.ClientTimeout`` (its ``total`` bounds the attempt the
+                same way, its other fields are aiohttp's); also bounds each question to the
+                limiter.
             max_retries: retries after the first attempt.
             max_connections: simultaneous connections of the client's own session.
             rate_limit: requests per second, shorthand for ``LocalLimiter([Rate(x, 1.0)])``
