@@ -396,6 +396,7 @@ class AiohttpSender:
             )
         self.session = session
         self._owns_session = session is None
+        self._closed = False
         if session is not None and _REUSE_TRACE not in session.trace_configs:
             # How a stale connection is told from a new one (see _stale): one trace config
             # that only sets a context variable of ours, added once to the caller's session.
@@ -407,8 +408,11 @@ class AiohttpSender:
         self._targets: dict[str, URL] = {}
 
     def open(self) -> aiohttp.ClientSession:
-        """The session, created on first use (inside the running loop)."""
+        """The session, created on first use (inside the running loop); never again once
+        the sender is closed."""
         if self.session is None:
+            if self._closed:
+                raise RuntimeError("this sender is closed")
             headers: dict[str, Any] = (
                 {"request_class": _with_headers(self._headers)}
                 if DEFAULT_HEADERS_CLASS
@@ -434,6 +438,7 @@ class AiohttpSender:
 
     async def close(self) -> None:
         """Close the session if it is ours; a caller's session is left open."""
+        self._closed = True
         if self._timer is not None:
             self._timer.close()
         session, self.session = self.session, None
@@ -451,7 +456,7 @@ class AiohttpSender:
         if target is None:
             target = self._target(url, network)
         timer = self._timer
-        task = None if timer is None else timer.start()
+        timed = None if timer is None else timer.start()
         hops = 0
         resent = False
         try:
@@ -544,15 +549,15 @@ class AiohttpSender:
         except Exception as exc:  # what else a server's bytes make aiohttp (or us) raise
             raise _unreadable(exc, url, network) from exc
         except asyncio.CancelledError as exc:  # the attempt's timer cancels its task
-            if timer is None or task is None or not timer.expired(task):
+            if timer is None or timed is None or not timer.expired(timed):
                 raise
             try:  # as asyncio.timeout() says it (and aiohttp's timer said it before)
                 raise TimeoutError from exc
             except TimeoutError as timed_out:
                 raise _translate(timed_out, url, network) from timed_out
         finally:
-            if timer is not None and task is not None:
-                timer.end(task)
+            if timer is not None and timed is not None:
+                timer.end(timed)
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(
             Reply, (status, response.headers, body, url if hops == 0 else str(target))

@@ -52,6 +52,7 @@ from ._errors import (
     RateLimitError,
     RequestTimeoutError,
     StatusError,
+    TransportError,
 )
 from ._limiters import HOLD_RECHECK, Admission, Limiter, LocalLimiter
 from ._network import Hosts, Network
@@ -489,6 +490,7 @@ class Transport:
             if why:
                 failed.message = f"{failed.message}; {why}"
             raise failed
+        self._refuse_if_closed(call)
         wait = decision.wait
         if call.expires is not None and asyncio.get_running_loop().time() + wait >= call.expires:
             error = RequestTimeoutError(
@@ -515,6 +517,19 @@ class Transport:
             log.warning("on_retry raised; ignored", exc_info=True)
         if wait > 0:
             await asyncio.sleep(wait)
+            self._refuse_if_closed(call)
+
+    def _refuse_if_closed(self, call: _Call) -> None:
+        """No attempt after :meth:`close`: a call in flight then ends with this error."""
+        if self._state is _State.CLOSED:
+            request = call.request
+            error = TransportError(
+                "the client was closed during the call",
+                url=request.url,
+                network=request.network.value,
+            )
+            error.attempts = call.attempts
+            raise error from call.failed
 
     def _log_retry(self, event: RetryEvent) -> None:
         """The default ``on_retry``: one INFO line per retry (never a header value)."""

@@ -8,12 +8,13 @@ own is never mistaken for a timeout; nothing is left on the loop once the client
 from __future__ import annotations
 
 import asyncio
+import selectors
 import time
 
 import aiohttp
 import pytest
 
-from asyncapi_client import Client, RequestTimeoutError
+from asyncapi_client import Client, RequestTimeoutError, TransportError
 from asyncapi_client._timeouts import AttemptTimer
 from tests._oracle import pool_json
 from tests._rawserver import RawServer, hang, respond
@@ -117,17 +118,17 @@ async def test_a_cancellation_landing_with_the_timeout_still_propagates() -> Non
     waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     seen: list[bool] = []
 
-    async def attempt() -> None:
-        task = timer.start()
+    async def one_attempt() -> None:
+        attempt = timer.start()
         try:
             await waiter
         except asyncio.CancelledError:
-            seen.append(timer.expired(task))
+            seen.append(timer.expired(attempt))
             raise
         finally:
-            timer.end(task)
+            timer.end(attempt)
 
-    task = asyncio.create_task(attempt())
+    task = asyncio.create_task(one_attempt())
     # Runs in the same turn as the task's own wake-up, just before it (added first).
     waiter.add_done_callback(lambda _: task.cancel())
     with pytest.raises(asyncio.CancelledError):
@@ -141,20 +142,20 @@ async def test_a_timeout_leaves_the_task_uncancelled() -> None:
     timer = AttemptTimer(0.01)
     outcome: list[object] = []
 
-    async def attempt() -> None:
-        task = timer.start()
+    async def one_attempt() -> None:
+        attempt = timer.start()
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
-            outcome.append(timer.expired(task))
+            outcome.append(timer.expired(attempt))
         finally:
-            timer.end(task)
+            timer.end(attempt)
         me = asyncio.current_task()
         assert me is not None
         outcome.append(me.cancelling())
         await asyncio.sleep(0)  # no cancellation is left pending on the task
 
-    await asyncio.create_task(attempt())
+    await asyncio.create_task(one_attempt())
     assert outcome == [True, 0]
     timer.close()
 
@@ -180,6 +181,121 @@ async def test_no_timer_is_left_on_the_loop_once_the_client_closes() -> None:
         await client.close()
         assert handle.cancelled()
         assert timer._handle is None
+
+
+async def test_an_attempt_in_flight_at_close_keeps_its_timeout() -> None:
+    # A caller's session stays open after close(): the attempt must still end on time.
+    config, sent = sent_hook()
+    async with (
+        RawServer(default=hang()) as server,
+        aiohttp.ClientSession(trace_configs=[config]) as session,
+    ):
+        client = Client(base_url=server.base_url, timeout=0.3, max_retries=0, session=session)
+        started = time.monotonic()
+        task = asyncio.create_task(client.pool("p1"))
+        async with asyncio.timeout(5):
+            await sent.wait()
+        await client.close()
+        with pytest.raises(RequestTimeoutError, match="timed out"):
+            async with asyncio.timeout(5):
+                await task
+        assert 0.3 <= time.monotonic() - started < 0.3 + SLACK
+        timer = client._transport._sender._timer  # type: ignore[attr-defined]
+        assert timer._handle is None  # gone once the last attempt ended
+    assert server.count == 1
+
+
+@pytest.mark.parametrize("own_session", [True, False])
+async def test_no_retry_is_sent_once_the_client_is_closed(own_session: bool) -> None:
+    config, sent = sent_hook()
+    async with (
+        RawServer(default=hang()) as server,
+        aiohttp.ClientSession(trace_configs=[config]) as session,
+    ):
+        client = Client(
+            base_url=server.base_url,
+            timeout=0.3,
+            max_retries=3,
+            session=None if own_session else session,
+            trace_configs=[config] if own_session else None,
+        )
+        client.set_testing(True)  # no back-off
+        task = asyncio.create_task(client.pool("p1"))
+        async with asyncio.timeout(5):
+            await sent.wait()
+        await client.close()
+        with pytest.raises(TransportError, match="closed during the call") as caught:
+            async with asyncio.timeout(5):
+                await task
+        assert caught.value.attempts == 1
+        assert client._transport._sender.session is None  # type: ignore[attr-defined]
+    assert server.count == 1
+
+
+async def test_an_attempt_made_inside_another_of_the_same_task_keeps_both_timeouts() -> None:
+    # A trace hook that makes a call of its own runs it in the task of the attempt it traces.
+    nested: list[str] = []
+
+    async def on_start(*_: object) -> None:
+        if not nested:  # once (the nested call's own start comes here too)
+            nested.append("asking")
+            nested.append((await client.pool("p2")).pool_id)
+
+    config = aiohttp.TraceConfig()
+    config.on_request_start.append(on_start)
+    async with (
+        RawServer([respond(200, pool_json())], default=hang()) as server,
+        Client(
+            base_url=server.base_url, timeout=0.3, max_retries=0, trace_configs=[config]
+        ) as client,
+    ):
+        elapsed = await timed_pool(client)
+    assert nested == ["asking", "p1"]  # the oracle's pool answers for any id
+    assert 0.3 <= elapsed < 0.3 + SLACK
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Never sleeps: where the loop would wait, its virtual clock jumps ahead instead."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__()
+        self._clock = clock
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        events = super().select(0)
+        if not events and timeout:
+            self._clock[0] += timeout
+        return events
+
+
+class _VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """A loop with virtual time, as test suites use: its clock is not the machine's."""
+
+    def __init__(self) -> None:
+        self._clock = [0.0]
+        super().__init__(selector=_JumpingSelector(self._clock))
+
+    def time(self) -> float:
+        return self._clock[0]
+
+
+def test_attempts_time_out_on_the_loops_own_clock() -> None:
+    async def one_attempt() -> bool:
+        timer = AttemptTimer(5.0)  # no real time at all on this loop
+        attempt = timer.start()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            return timer.expired(attempt)
+        finally:
+            timer.end(attempt)
+            timer.close()
+        return False  # pragma: no cover - the wait never ends by itself
+
+    started = time.monotonic()
+    with asyncio.Runner(loop_factory=_VirtualTimeLoop) as runner:
+        assert runner.run(one_attempt())
+    assert time.monotonic() - started < 2.0  # not the 5 s of the machine's clock
 
 
 def test_a_timeout_must_be_positive() -> None:
