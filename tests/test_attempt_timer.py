@@ -8,13 +8,16 @@ own is never mistaken for a timeout; nothing is left on the loop once the client
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import selectors
 import time
+from collections.abc import AsyncIterator
+from typing import Any
 
 import aiohttp
 import pytest
 
-from asyncapi_client import Client, RequestTimeoutError, TransportError
+from asyncapi_client import Client, Pool, RequestTimeoutError, TransportError
 from asyncapi_client._timeouts import AttemptTimer
 from tests._oracle import pool_json
 from tests._rawserver import RawServer, hang, respond
@@ -94,17 +97,24 @@ async def test_attempts_in_flight_each_end_at_their_own_timeout() -> None:
     assert server.count == calls
 
 
-async def test_the_callers_cancellation_propagates_and_is_not_a_timeout() -> None:
+@contextlib.asynccontextmanager
+async def call_in_flight(**options: Any) -> AsyncIterator[tuple[Client, asyncio.Task[Pool]]]:
+    """A client of a server that never answers, and its ``pool()`` call, once in flight."""
     config, sent = sent_hook()
     async with (
         RawServer(default=hang()) as server,
         Client(
-            base_url=server.base_url, timeout=30.0, max_retries=0, trace_configs=[config]
+            base_url=server.base_url, max_retries=0, trace_configs=[config], **options
         ) as client,
     ):
         task = asyncio.create_task(client.pool("p1"))
         async with asyncio.timeout(5):
-            await sent.wait()  # the attempt is in flight
+            await sent.wait()
+        yield client, task
+
+
+async def test_the_callers_cancellation_propagates_and_is_not_a_timeout() -> None:
+    async with call_in_flight(timeout=30.0) as (_, task):
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -161,16 +171,7 @@ async def test_a_timeout_leaves_the_task_uncancelled() -> None:
 
 
 async def test_no_timer_is_left_on_the_loop_once_the_client_closes() -> None:
-    config, sent = sent_hook()
-    async with (
-        RawServer(default=hang()) as server,
-        Client(
-            base_url=server.base_url, timeout=30.0, max_retries=0, trace_configs=[config]
-        ) as client,
-    ):
-        task = asyncio.create_task(client.pool("p1"))
-        async with asyncio.timeout(5):
-            await sent.wait()
+    async with call_in_flight(timeout=30.0) as (client, task):
         timer = client._transport._sender._timer  # type: ignore[attr-defined]
         handle = timer._handle
         assert handle is not None
