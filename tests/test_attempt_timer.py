@@ -233,6 +233,21 @@ async def test_no_retry_is_sent_once_the_client_is_closed(own_session: bool) -> 
     assert server.count == 1
 
 
+async def test_a_call_waiting_for_its_slot_at_close_sends_nothing() -> None:
+    # One connection slot: the second call waits for it while the first hangs.
+    async with call_in_flight(timeout=30.0, max_connections=1) as (client, first):
+        second = asyncio.create_task(client.pool("p2"))
+        await asyncio.sleep(0)  # the scenario: the second call is queued for the slot
+        await client.close()
+        for task in (first, second):
+            with pytest.raises(TransportError):
+                async with asyncio.timeout(5):
+                    await task
+        with pytest.raises(TransportError, match="closed during the call"):
+            second.result()
+        assert client._transport._sender.session is None  # type: ignore[attr-defined]
+
+
 async def test_an_attempt_made_inside_another_of_the_same_task_keeps_both_timeouts() -> None:
     # A trace hook that makes a call of its own runs it in the task of the attempt it traces.
     nested: list[str] = []
