@@ -329,6 +329,8 @@ class Client:
         hosts = Hosts.resolve(base_url, testnet_base_url)
         if not isinstance(timeout, aiohttp.ClientTimeout):
             timeout = _positive_number(timeout, "timeout", optional=False)  # type: ignore[assignment]
+        elif timeout.total:  # None or 0: no total, as aiohttp reads it
+            _positive_number(timeout.total, "timeout's total", optional=False)
         _non_negative_int(max_retries, "max_retries")
         _check_headers(headers)
         _check_instance(session, aiohttp.ClientSession, "session")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -33,8 +34,6 @@ def _clock(loop: asyncio.AbstractEventLoop) -> Callable[[], float]:
     """The loop's clock: ``time.monotonic`` itself where that is what ``loop.time()`` reads
     (asyncio's own loops: one Python call less per attempt), else ``loop.time``."""
     if getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time:
-        import time
-
         return time.monotonic
     return loop.time
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import math
 import pickle
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
@@ -335,6 +336,10 @@ INVALID_CONSTRUCTOR: list[tuple[str, dict[str, Any]]] = [
     ("limiter and rate_limit", {"limiter": LocalLimiter(), "rate_limit": 5}),
     *[(f"network={v!r}", {"network": v}) for v in BAD_NETWORKS],
     ("deadline=USE_CLIENT_DEFAULT", {"deadline": USE_CLIENT_DEFAULT}),
+    *[
+        (f"timeout total={v!r}", {"timeout": aiohttp.ClientTimeout(total=v)})
+        for v in (-1, math.inf, math.nan)
+    ],
 ]
 
 
@@ -358,6 +363,8 @@ def test_the_message_names_the_bad_argument() -> None:
     ]:
         with pytest.raises(ValueError, match=name):
             Client(base_url="http://h", **{name: value})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout's total"):
+        Client(base_url="http://h", timeout=aiohttp.ClientTimeout(total=math.inf))
 
 
 async def test_valid_constructor_arguments(server: FakeServer) -> None:
