@@ -29,17 +29,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._cache import CacheBackend, Entry, _Unavailable
 from ._limiters import OperationName
-from ._redisaddr import check_name, client_address, public_url
-
-try:
-    import redis.asyncio as aredis
-    from redis.backoff import NoBackoff
-    from redis.exceptions import RedisError
-    from redis.retry import Retry
-except ImportError as exc:  # pragma: no cover - exercised in a test with redis hidden
-    raise ImportError(
-        "asyncapi_client.fleet needs redis-py: pip install 'asyncapi-client[redis]'"
-    ) from exc
+from ._redisclient import RedisError, aredis, check_name, redis_client
 
 __all__ = ["RedisCache"]
 
@@ -184,25 +174,12 @@ class RedisCache(CacheBackend):
                     "RedisCache stores bodies as bytes: pass a redis.asyncio.Redis made "
                     "without decode_responses=True"
                 )
-            self._address = client_address(url_or_redis_client)
-            self._redis = url_or_redis_client
-            self._owns = False
-        else:
-            self._address = public_url(url_or_redis_client, "RedisCache")
-            try:
-                pool = aredis.BlockingConnectionPool.from_url(
-                    url_or_redis_client.strip(),
-                    max_connections=MAX_CONNECTIONS,
-                    timeout=None,  # a queued call is bounded by the attempt's timeout
-                    socket_timeout=None,  # see fleet.RedisLimiter: bounded per call instead
-                    socket_connect_timeout=5.0,
-                    retry=Retry(NoBackoff(), 1),
-                    decode_responses=False,
-                )
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"not a valid Redis URL ({self._address}): {exc}") from None
-            self._redis = aredis.Redis.from_pool(pool)
-            self._owns = True
+        self._redis, self._address, self._owns = redis_client(
+            url_or_redis_client,
+            "RedisCache",
+            max_connections=MAX_CONNECTIONS,
+            connect_timeout=5.0,
+        )
         self._closed = False
         self._prefix = f"asyncapi_client:cache:{{{self.name}}}:"
         self._lock_script = self._redis.register_script(LOCK)

@@ -37,19 +37,14 @@ from ._limiters import (
     shown_retry_after,
 )
 from ._network import Network, parse_network
-from ._redisaddr import check_name, client_address, public_url
+from ._redisclient import (
+    AsyncScript,
+    RedisError,
+    aredis,
+    check_name,
+    redis_client,
+)
 from ._types import NetworkName
-
-try:
-    import redis.asyncio as aredis
-    from redis.backoff import NoBackoff
-    from redis.commands.core import AsyncScript
-    from redis.exceptions import RedisError
-    from redis.retry import Retry
-except ImportError as exc:  # pragma: no cover - exercised in a test with redis hidden
-    raise ImportError(
-        "asyncapi_client.fleet needs redis-py: pip install 'asyncapi-client[redis]'"
-    ) from exc
 
 __all__ = ["RedisLimiter"]
 
@@ -194,31 +189,12 @@ class RedisLimiter:
         self.rates: tuple[Rate, ...] = tuple(dict.fromkeys(checked))
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
         self.margin: float = check_margin(margin)
-        if isinstance(url_or_client, aredis.Redis):
-            self._address = client_address(url_or_client)
-            self._redis = url_or_client
-            self._owns = False
-        else:
-            self._address = public_url(url_or_client, "RedisLimiter")
-            try:
-                pool = aredis.BlockingConnectionPool.from_url(
-                    url_or_client.strip(),
-                    max_connections=MAX_CONNECTIONS,
-                    timeout=None,  # a queued call is bounded by CALL_TIMEOUT
-                    # No socket_timeout (redis-py 8 defaults to 5 s): with one, redis-py sends
-                    # through asyncio.wait_for, which on Python 3.11 can swallow a cancel,
-                    # leaving the task running and its connection checked out. Every call is
-                    # bounded by CALL_TIMEOUT instead (asyncio.timeout cancels cleanly).
-                    socket_timeout=None,
-                    socket_connect_timeout=CALL_TIMEOUT,
-                    # One immediate retry: a pooled connection may be stale after Redis
-                    # restarted; further retries are the client's, with its back-off.
-                    retry=Retry(NoBackoff(), 1),
-                )
-            except (ValueError, TypeError) as exc:
-                raise ValueError(f"not a valid Redis URL ({self._address}): {exc}") from None
-            self._redis = aredis.Redis.from_pool(pool)
-            self._owns = True
+        self._redis, self._address, self._owns = redis_client(
+            url_or_client,
+            "RedisLimiter",
+            max_connections=MAX_CONNECTIONS,
+            connect_timeout=CALL_TIMEOUT,
+        )
         self._closed = False
         self._acquire = self._redis.register_script(ACQUIRE)
         self._hold = self._redis.register_script(HOLD)

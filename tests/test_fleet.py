@@ -148,7 +148,8 @@ def test_unix_socket_addresses_are_named_too() -> None:
 def test_the_module_says_which_extra_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "redis", None)
     monkeypatch.setitem(sys.modules, "redis.asyncio", None)
-    monkeypatch.delitem(sys.modules, "asyncapi_client.fleet")
+    for module in ("asyncapi_client.fleet", "asyncapi_client._redisclient"):
+        monkeypatch.delitem(sys.modules, module)  # as in a process that never imported them
     with pytest.raises(ImportError, match=r"asyncapi-client\[redis\]"):
         importlib.import_module("asyncapi_client.fleet")
     monkeypatch.undo()
