@@ -612,11 +612,9 @@ async def _lead(
             stored = _usable(await cache._get(key, bound), sent)
         except _Unavailable:
             return (await send(request))._replace(cache="miss")
-        if stored is not None and stored.fresh(time.time()):
-            hit = _from_entry(request, stored, stored.headers, 0, started)
-            if hit is not None:
-                return hit._replace(cache="hit")
-            stored = None
+        hit, stored = _stored_answer(request, stored, started)
+        if hit is not None:
+            return hit
         return await _fetch(cache, request, key, stored or entry, send, bound, started, sent)
     try:
         if cache._shared:  # stored by another process between our read and our lock?
@@ -624,14 +622,26 @@ async def _lead(
                 stored = _usable(await cache._get(key, bound), sent)
             except _Unavailable:
                 stored = None
-            if stored is not None and stored.fresh(time.time()):
-                hit = _from_entry(request, stored, stored.headers, 0, started)
-                if hit is not None:
-                    return hit._replace(cache="hit")
+            hit, stored = _stored_answer(request, stored, started)
+            if hit is not None:
+                return hit
             entry = stored or entry
         return await _fetch(cache, request, key, entry, send, bound, started, sent)
     finally:
         await cache._unlock(key, token, bound)
+
+
+def _stored_answer(
+    request: Request[T], stored: Entry | None, started: float
+) -> tuple[Cached[T] | None, Entry | None]:
+    """What another process's entry gives: the hit while it is fresh, else the entry to
+    revalidate (None: missing, or fresh but not decodable, so not worth asking about)."""
+    if stored is None:
+        return None, None
+    if not stored.fresh(time.time()):
+        return None, stored
+    hit = _from_entry(request, stored, stored.headers, 0, started)
+    return (None, None) if hit is None else (hit._replace(cache="hit"), stored)
 
 
 async def _fetch(

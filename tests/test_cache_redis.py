@@ -263,6 +263,37 @@ async def test_what_is_not_an_entry_in_redis_is_a_miss(
     assert (answer.cache, again.cache) == ("miss", "hit")
 
 
+async def test_a_fresh_entry_that_does_not_decode_is_not_revalidated(
+    server: FakeServer, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Written by someone else between this process's read and its lock: its validators
+    # would only buy a 304 for a body that cannot be used, so the body is fetched whole.
+    def respond(request: RecordedRequest) -> Reply:
+        if request.headers.get("If-None-Match") == ETAG:
+            return Reply(304, body=b"", headers={"ETag": ETAG})
+        return Reply(200, headers={"ETag": ETAG})
+
+    server.script("tokens", respond, repeat=True)
+    meta = orjson.dumps({"s": 200, "h": [], "u": "x", "e": ETAG, "l": None, "t": FAR, "f": 1e9})
+    redis = aredis.Redis.from_url(redis_url)
+    async with RedisCache(redis, name="bots") as cache, client_for(server, cache) as client:
+        take_lock = cache._lock
+
+        async def after_someone_wrote(key: str, bound: float) -> object | None:
+            await redis.hset(
+                "asyncapi_client:cache:{bots}:e:mainnet /tokens",
+                mapping={"b": b"not json", "m": meta},
+            )
+            return await take_lock(key, bound)
+
+        monkeypatch.setattr(cache, "_lock", after_someone_wrote)
+        answer = await client.with_response.tokens()
+    await redis.aclose()
+    assert answer.cache == "miss"
+    print("SENT", [dict(r.headers) for r in sent(server)], answer.cache, answer.attempts)
+    assert [r.headers.get("If-None-Match") for r in sent(server)] == [None]
+
+
 async def test_redis_killed_mid_run_calls_are_still_answered(
     server: FakeServer, own_redis: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
