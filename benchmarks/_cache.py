@@ -24,6 +24,7 @@ import redis.asyncio as aredis
 
 from asyncapi_client import Client, MemoryCache
 from asyncapi_client._decode import POOL
+from asyncapi_client._operations import OperationName
 from asyncapi_client.fleet import RedisCache
 from tests._redis import RedisServer
 
@@ -34,7 +35,7 @@ __all__ = ["cache"]
 
 ROUNDS: Final = 7
 QUICK_ROUNDS: Final = 3
-TTL: Final = {"pool": 3600.0}
+TTL: Final[dict[OperationName, float]] = {"pool": 3600.0}
 POOL_ID: Final = "pool-cached"
 
 

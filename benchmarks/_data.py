@@ -2,7 +2,9 @@
 
 Everything follows the read API's wire format (camelCase, decimals as text). Orders come from
 a fixed ring of pre-rendered JSON fragments, so a page of any size at any offset is one
-``bytes.join`` away: the server stays cheap, and a 1,000,000-order walk costs it nothing.
+``bytes.join`` away: the server stays cheap, and a 1,000,000-order walk costs it little.
+Past the ring's first pass each order gets a transaction id of its own (its index): a walk
+refuses a page whose orders it has already seen (a server repeating its pages).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ __all__ = [
     "user_total",
 ]
 
-#: How many distinct orders the ring holds before it repeats (transaction ids then repeat).
+#: How many distinct orders the ring holds before it repeats (under new transaction ids).
 ORDER_RING: Final = 10_000
+#: Where an order fragment's transaction id starts (it is the first field), and its length.
+_ID_AT: Final = len(b'{"transactionId":"0x')
+_ID_DIGITS: Final = 64
 #: Entries on the leaderboard: 20 pages of 100.
 LEADERBOARD_ENTRIES: Final = 2_000
 _STATUSES: Final = ("OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED", "EXPIRED")
@@ -88,7 +93,9 @@ def _order(rng: random.Random, index: int) -> dict[str, Any]:
 def order_fragments(seed: int = 2) -> list[bytes]:
     """The ring of pre-rendered order objects, each the JSON of one order."""
     rng = random.Random(seed)
-    return [orjson.dumps(_order(rng, i)) for i in range(ORDER_RING)]
+    ring = [orjson.dumps(_order(rng, i)) for i in range(ORDER_RING)]
+    assert all(f[_ID_AT + _ID_DIGITS : _ID_AT + _ID_DIGITS + 2] == b'",' for f in ring)
+    return ring
 
 
 def user_total(address: str) -> int:
@@ -103,13 +110,19 @@ def orders_page(ring: list[bytes], offset: int, limit: int, total: int) -> bytes
     """The orders page at ``offset``: ``{"orders": [...], "cursor": "o<next>" | null}``."""
     end = min(offset + limit, total)
     n = len(ring)
-    start = offset % n
-    if start + (end - offset) <= n:
-        items = b",".join(ring[start : start + end - offset])
-    else:
-        items = b",".join(ring[i % n] for i in range(offset, end))
+    if end <= n:  # the ring's first pass, as rendered
+        items = b",".join(ring[offset:end])
+    else:  # past it, the ring's orders under transaction ids of their own (their index)
+        items = b",".join(
+            ring[i] if i < n else _renamed(ring[i % n], i) for i in range(offset, end)
+        )
     cursor = b'"o%d"' % end if end < total else b"null"
     return b'{"orders":[' + items + b'],"cursor":' + cursor + b"}"
+
+
+def _renamed(fragment: bytes, index: int) -> bytes:
+    """``fragment`` with ``index`` as its transaction id (64 hex digits)."""
+    return b"%s%064x%s" % (fragment[:_ID_AT], index, fragment[_ID_AT + _ID_DIGITS :])
 
 
 def _entries() -> list[bytes]:
