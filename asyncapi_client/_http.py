@@ -436,17 +436,6 @@ class AiohttpSender:
             self.session = session
         return self.session
 
-    def _session_for(self, url: str, network: Network) -> aiohttp.ClientSession:
-        """The session for an attempt that found none: made now, unless the sender was
-        closed meanwhile (a call that was waiting for its slot or the limiter then ends)."""
-        if self._closed:
-            raise mark_final(
-                TransportError(
-                    "the client was closed during the call", url=url, network=network.value
-                )
-            )
-        return self.open()
-
     async def close(self) -> None:
         """Close the session if it is ours; a caller's session is left open."""
         self._closed = True
@@ -460,7 +449,7 @@ class AiohttpSender:
         """Attempt number ``attempt`` of ``request``: one GET (a stale kept-alive connection
         sent again once, same-origin redirects followed), its body read under the cap."""
         url, network = request.url, request.network
-        session = self.session if self.session is not None else self._session_for(url, network)
+        session = self.session if self.session is not None else self.open()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("GET %s [%s] %s attempt %d", url, network.value, request.operation, attempt)
         target = self._targets.get(url)

@@ -379,8 +379,10 @@ class Transport:
                                 slots._value -= 1
                             else:
                                 await slots.acquire()
-                            attempts += 1
                             try:
+                                if self._ready is None:  # closed while it waited for the slot
+                                    raise mark_final(_closed_during(request))
+                                attempts += 1
                                 reply = await sender.send(request, attempts)
                             finally:
                                 if INLINE_SLOTS:
@@ -522,12 +524,7 @@ class Transport:
     def _refuse_if_closed(self, call: _Call) -> None:
         """No attempt after :meth:`close`: a call in flight then ends with this error."""
         if self._state is _State.CLOSED:
-            request = call.request
-            error = TransportError(
-                "the client was closed during the call",
-                url=request.url,
-                network=request.network.value,
-            )
+            error = _closed_during(call.request)
             error.attempts = call.attempts
             raise error from call.failed
 
@@ -643,6 +640,13 @@ class Transport:
             who = "" if failed.limiter in failed.message else f" {failed.limiter}"
             said += f"; the limiter{who} could not be reached: {failed.message}"
         return said
+
+
+def _closed_during(request: Request[Any]) -> TransportError:
+    """What a call in flight when its client was closed ends with (no attempt is made)."""
+    return TransportError(
+        "the client was closed during the call", url=request.url, network=request.network.value
+    )
 
 
 def _takes_retry_after(hold: Callable[..., object]) -> bool:

@@ -243,8 +243,9 @@ async def test_a_call_waiting_for_its_slot_at_close_sends_nothing() -> None:
             with pytest.raises(TransportError):
                 async with asyncio.timeout(5):
                     await task
-        with pytest.raises(TransportError, match="closed during the call"):
+        with pytest.raises(TransportError, match="closed during the call") as caught:
             second.result()
+        assert caught.value.attempts == 0  # it never had its slot: nothing was sent
         assert client._transport._sender.session is None  # type: ignore[attr-defined]
 
 
