@@ -358,8 +358,9 @@ class AiohttpSender:
         #: The ``total`` of the timeout bounds each whole attempt (redirects and a stale
         #: connection's resend included) on one timer for all attempts, not aiohttp's timer
         #: per request (see asyncapi_client/_timeouts.py); aiohttp keeps the other bounds.
-        self._timer = AttemptTimer(t.total) if t.total else None
+        self._timer: AttemptTimer | None = None
         if t.total:
+            self._timer = AttemptTimer(t.total)
             self._timeout = aiohttp.ClientTimeout(
                 total=None,
                 connect=t.connect,
@@ -396,7 +397,6 @@ class AiohttpSender:
             )
         self.session = session
         self._owns_session = session is None
-        self._closed = False
         if session is not None and _REUSE_TRACE not in session.trace_configs:
             # How a stale connection is told from a new one (see _stale): one trace config
             # that only sets a context variable of ours, added once to the caller's session.
@@ -408,11 +408,8 @@ class AiohttpSender:
         self._targets: dict[str, URL] = {}
 
     def open(self) -> aiohttp.ClientSession:
-        """The session, created on first use (inside the running loop); never again once
-        the sender is closed."""
+        """The session, created on first use (inside the running loop)."""
         if self.session is None:
-            if self._closed:
-                raise RuntimeError("this sender is closed")
             headers: dict[str, Any] = (
                 {"request_class": _with_headers(self._headers)}
                 if DEFAULT_HEADERS_CLASS
@@ -438,7 +435,6 @@ class AiohttpSender:
 
     async def close(self) -> None:
         """Close the session if it is ours; a caller's session is left open."""
-        self._closed = True
         if self._timer is not None:
             self._timer.close()
         session, self.session = self.session, None
