@@ -1,7 +1,8 @@
 """Cached reference data: ``Client(cache=MemoryCache(...))`` and the stage that uses a cache.
 
-The stage (:func:`cached_call`) sits beside coalescing in the request path: a fresh entry is
-served with no request and no limiter slot; a stale one with validators is revalidated with
+The stage (:class:`CacheStage`, :func:`cached_call`) sits around the pipeline, which it
+reaches only through :class:`~._request.Upstream`: a fresh entry is served with no request
+and no limiter slot; a stale one with validators is revalidated with
 ``If-None-Match`` / ``If-Modified-Since`` (a 304 refreshes it without a body); identical
 concurrent misses share one request. The raw body is kept and decoded with the operation's
 own decoder, so a hit costs what decoding the response did.
@@ -23,22 +24,17 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from contextvars import ContextVar
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeAlias, TypeVar
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._errors import ApiError, DecodeError, ResponseTooLargeError, StatusError, TransportError
 from ._limiters import OPERATIONS, OperationName
-from ._request import Outcome, Request
+from ._request import Outcome, Request, Upstream
 from ._types import CacheState
 
-if TYPE_CHECKING:
-    from ._transport import Transport
-
 __all__ = [
-    "CONDITIONAL",
     "DEFAULT_TTL",
     "CacheBackend",
     "CacheStage",
@@ -64,11 +60,6 @@ DEFAULT_TTL: Final[Mapping[str, float]] = {"tokens": 300.0, "token_markets": 60.
 #: How far apart the clocks of a fleet's machines may be (s): an entry stored later than
 #: this ahead of our clock is not fresh.
 CLOCK_SKEW: Final = 5.0
-
-#: The validators of the request being sent (set by the stage, read by the middleware).
-CONDITIONAL: ContextVar[Mapping[str, str] | None] = ContextVar(
-    "asyncapi_client_conditional", default=None
-)
 
 _TOKEN: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+").fullmatch
 _ETAG: Final = re.compile(r'(?:W/)?"[\x21\x23-\x7e]*"').fullmatch
@@ -457,52 +448,60 @@ class MemoryCache(CacheBackend):
 
 
 class CacheStage:
-    """The cache in one client's request path: ``value`` for the plain operations,
-    ``outcome`` for ``with_response``; ``ttl``: the operations it answers."""
+    """The cache around one client's pipeline: ``value`` for the plain operations,
+    ``outcome`` for ``with_response`` and telemetry; ``answers`` says which operations it
+    answers (its ``ttl``'s)."""
 
-    __slots__ = ("_cache", "_sent", "_transport", "ttl")
+    __slots__ = ("_cache", "_sent", "_upstream", "ttl")
 
-    def __init__(self, cache: CacheBackend, transport: Transport) -> None:
+    def __init__(self, cache: CacheBackend, upstream: Upstream, sent: SentHeader) -> None:
         self._cache = cache
-        self._transport = transport
+        self._upstream = upstream
         self.ttl = cache.ttl
         #: What this client's requests send of a header (for the entries' ``Vary``).
-        self._sent: SentHeader = getattr(transport._sender, "sent_header", _sends_nothing)
+        self._sent = sent
 
-    def _key(self, request: Request[Any]) -> str:
-        """The network, the path and the query: what makes two requests the same."""
-        network = request.network
-        return f"{network.value} {request.url[len(self._transport._bases[network]) :]}"
+    def answers(self, request: Request[Any]) -> bool:
+        """Whether ``request``'s operation goes through the cache."""
+        return request.operation in self.ttl
+
+    @staticmethod
+    def key(request: Request[Any]) -> str:
+        """The network and the full URL (scheme, host, port, path, query): two deployments,
+        or two networks on one host, never share an entry."""
+        return f"{request.network.value} {request.url}"
 
     async def value(self, request: Request[T]) -> T:
         """The decoded value; a fresh in-process entry costs one lookup and the decode."""
-        transport = self._transport
-        transport._open()  # a closed client, or another loop, is refused before any hit
-        if transport._telemetry is None:
-            entry = _usable(self._cache._fresh(self._key(request)), self._sent)
-            if entry is not None:
-                return request.decode(entry.body)  # decoded once already: it decodes again
-        return (await self.outcome(request))[0]
+        self._upstream.ready()  # a closed client, or another loop, is refused before any hit
+        entry = _usable(self._cache._fresh(self.key(request)), self._sent)
+        if entry is not None:
+            return request.decode(entry.body)  # decoded once already: it decodes again
+        return (await self._call(request))[0]
 
     async def outcome(self, request: Request[T]) -> Cached[T]:
-        """The whole outcome and where it came from, in the call's span with telemetry."""
-        transport = self._transport
-        transport._open()
-        telemetry = transport._telemetry
-        if telemetry is None:
-            return await self._call(request)
-        return await telemetry.call(request, self._call)
+        """The whole outcome and where it came from (``cache``)."""
+        self._upstream.ready()
+        return await self._call(request)
 
     def _call(self, request: Request[T]) -> Awaitable[Cached[T]]:
-        transport = self._transport
         # Each question to the cache, and a wait for another process's fetch, is bounded by
         # the attempt's timeout, and by the call's deadline when that is shorter.
-        bound = transport._limiter_timeout
+        bound = self._upstream.attempt_timeout
         if request.deadline is not None and request.deadline < bound:
             bound = request.deadline
         return cached_call(
-            self._cache, request, self._key(request), transport._send, bound, self._sent
+            self._cache, request, self.key(request), self._upstream.outcome, bound, self._sent
         )
+
+
+class Send(Protocol):
+    """The rest of the request path below the cache (:meth:`Upstream.outcome`): one call,
+    with the validators ``conditional`` on each attempt when given."""
+
+    def __call__(
+        self, request: Request[T], conditional: Mapping[str, str] | None = None, /
+    ) -> Awaitable[Outcome[T]]: ...
 
 
 class _Restart:
@@ -545,7 +544,7 @@ async def cached_call(
     cache: CacheBackend,
     request: Request[T],
     key: str,
-    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    send: Send,
     bound: float,
     sent: SentHeader,
 ) -> Cached[T]:
@@ -597,7 +596,7 @@ async def _lead(
     request: Request[T],
     key: str,
     entry: Entry | None,
-    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    send: Send,
     bound: float,
     started: float,
     sent: SentHeader,
@@ -649,7 +648,7 @@ async def _fetch(
     request: Request[T],
     key: str,
     entry: Entry | None,
-    send: Callable[[Request[T]], Awaitable[Outcome[T]]],
+    send: Send,
     bound: float,
     started: float,
     sent: SentHeader,
@@ -657,9 +656,8 @@ async def _fetch(
     """One call through the request path, revalidating ``entry`` when it has validators."""
     ttl = cache.ttl[request.operation]
     asked = conditional_headers(entry)
-    context = CONDITIONAL.set(asked)
     try:
-        outcome = await send(request)
+        outcome = await send(request, asked)
     except ApiError as exc:
         if entry is None:
             raise
@@ -693,8 +691,6 @@ async def _fetch(
             if stale is not None:
                 return stale._replace(cache="stale")
         raise
-    finally:
-        CONDITIONAL.reset(context)
     answered = outcome.headers
     lifetime = freshness(answered, ttl)
     if lifetime is None:

@@ -7,16 +7,17 @@ import inspect
 import math
 import re
 import ssl as ssl_module
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Protocol, Self, TypeVar, cast
-from urllib.parse import quote, unquote
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, cast
 
 import aiohttp
 from yarl import URL
 
-from ._cache import CacheBackend
+from ._cache import CacheBackend, CacheStage
+from ._calls import Calls
 from ._checkpoint import Checkpoint, continue_from
+from ._http import AiohttpSender
 from ._limiters import Limiter, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
@@ -42,10 +43,10 @@ from ._operations import (
     Endpoint,
     ResponseOf,
 )
+from ._pipeline import Pipeline
 from ._request import Request
 from ._request import Response as Response  # with_response's hints name it here
 from ._retry import RetryEvent, RetryPolicy
-from ._transport import _UNRESERVED, Transport, encode_segment
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._version import __version__
 from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
@@ -69,37 +70,6 @@ KEPT_ID_LENGTH: Final = 256
 # help() and an IDE show public names only).
 _DeadlineArg = float | None | UseClientDefault
 _NetworkArg = Network | str | None
-
-
-def _dot_segment(value: str) -> bool:
-    """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
-    however many times (such a segment is resolved away: another resource answers)."""
-    if "." not in value and "%" not in value:
-        return False  # the hot path: hex addresses and plain ids
-    for _ in range(8):
-        if value in (".", ".."):
-            return True
-        decoded = unquote(value)
-        if decoded == value:
-            return False
-        value = decoded
-    return True  # still changing after eight rounds of decoding: nobody means that
-
-
-def _identifier(value: object, argument: str) -> str:
-    if type(value) is str and "." not in value and _UNRESERVED(value):
-        return value  # the hot path: nothing to encode, and no dot can make a dot segment
-    if not isinstance(value, str) or not value:
-        raise ValueError(f"{argument} must be a non-empty string, got {value!r}")
-    if _dot_segment(value):
-        raise ValueError(
-            f"{argument} {value!r} is a dot segment (. or ..) once decoded: servers and "
-            f"proxies resolve it to another path, so it is never sent"
-        )
-    try:
-        return encode_segment(value)
-    except UnicodeEncodeError:
-        raise ValueError(f"{argument} {value!r} is not valid text (it has no UTF-8 form)") from None
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -224,29 +194,6 @@ def _positive_number(value: object, argument: str, *, optional: bool) -> float |
     return float(value)
 
 
-def _query(names: Sequence[str], values: Sequence[object]) -> str:
-    """``k=v&...`` of an endpoint's query ``names`` and their ``values``, each value
-    percent-encoded; None values are not sent."""
-    try:
-        return "&".join(
-            f"{key}={quote(str(value), safe='')}"
-            for key, value in zip(names, values, strict=True)
-            if value is not None
-        )
-    except UnicodeEncodeError:
-        shown = dict(zip(names, values, strict=True))
-        raise ValueError(
-            f"a query value is not valid text (it has no UTF-8 form): {shown}"
-        ) from None
-
-
-class _Fetch(Protocol):
-    """What runs a Request: the transport's ``get`` (the value), or for the response view
-    its ``send`` (the whole Response)."""
-
-    def __call__(self, request: Request[T], /) -> Coroutine[Any, Any, T]: ...
-
-
 class Client:
     """An async client of the read API, safe to share between the tasks of one event loop.
 
@@ -343,7 +290,7 @@ class Client:
             )
         cap = _positive_number(retry_after_cap, "retry_after_cap", optional=False)
         assert cap is not None
-        self._transport = Transport(
+        self._wire(
             hosts=hosts,
             timeout=timeout,
             retry=RetryPolicy(max_retries=max_retries, retry_after_cap=cap),
@@ -362,8 +309,6 @@ class Client:
             trace_configs=trace_configs,
             cache=cache,
         )
-        #: Runs a Request for its value (the response view's runs it for the Response).
-        self._fetch: _Fetch = self._transport.getter()
         #: Per one-identifier operation: the Requests of its latest identifiers, made with
         #: the client's network and deadline (a bot polls the same pools and users: each
         #: call of one skips checking, encoding and building it again).
@@ -372,6 +317,62 @@ class Client:
         }
         self.with_response: Final = WithResponse(self)
         """The six operations again, each returning a :class:`Response` with the value."""
+
+    def _wire(
+        self,
+        *,
+        hosts: Hosts,
+        timeout: float | aiohttp.ClientTimeout,
+        retry: RetryPolicy,
+        max_connections: int,
+        limiter: Limiter,
+        on_retry: Callable[[RetryEvent], object] | None,
+        telemetry: Telemetry | None,
+        proxy: str | None,
+        ssl: ssl_module.SSLContext | bool,
+        trust_env: bool,
+        deadline: float | None,
+        max_response_bytes: int,
+        coalesce: bool,
+        headers: Mapping[str, str] | None,
+        session: aiohttp.ClientSession | None,
+        trace_configs: Sequence[aiohttp.TraceConfig] | None,
+        cache: CacheBackend | None,
+    ) -> None:
+        """The one place the request path is put together, from the checked arguments: the
+        HTTP adapter, the pipeline around it, the cache stage around that, and the calls
+        that choose between them (asyncapi_client/_calls.py)."""
+        self._hosts = hosts
+        #: Per network: the API root its requests go to (``https://host/api``), made once.
+        self._bases: dict[Network, str] = {}
+        self._sender = AiohttpSender(
+            timeout=timeout,
+            max_connections=max_connections,
+            max_response_bytes=max_response_bytes,
+            headers=headers,
+            session=session,
+            trace_configs=trace_configs,
+            proxy=proxy,
+            ssl=ssl,
+            trust_env=trust_env,
+        )
+        self._pipeline = Pipeline(
+            sender=self._sender,
+            limiter=limiter,
+            retry=retry,
+            deadline=deadline,
+            max_connections=max_connections,
+            coalesce=coalesce,
+            on_retry=on_retry,
+            telemetry=telemetry,
+        )
+        stage = (
+            None
+            if cache is None
+            else CacheStage(cache, self._pipeline, sent=self._sender.sent_header)
+        )
+        #: Every Request of this client goes here (the response view's: ``responses()``).
+        self._calls = Calls(self._pipeline, stage, telemetry)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -383,18 +384,18 @@ class Client:
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has run."""
-        return self._transport.closed
+        return self._pipeline.closed
 
     @property
     def limiter(self) -> Limiter:
         """The limiter every attempt asks: the one given as ``limiter=``, or the client's own
         ``LocalLimiter`` (``rate_limit=``'s rate, or none, keeping only the 429 hold).
         ``await client.limiter.clear_hold()`` ends a 429 hold."""
-        return self._transport.limiter
+        return self._pipeline.limiter
 
     async def close(self) -> None:
         """Close what the client owns (not a caller's session). Calling it twice is fine."""
-        await self._transport.close()
+        await self._pipeline.close()
 
     async def __aenter__(self) -> Self:
         return self
@@ -421,12 +422,12 @@ class Client:
         """
         if max_retries is not None:
             _non_negative_int(max_retries, "max_retries")
-        transport = self._transport
+        pipeline = self._pipeline
         if not testing:
-            transport.testing = None
+            pipeline.testing = None
             return
-        policy = transport.retry
-        transport.testing = RetryPolicy(
+        policy = pipeline.retry
+        pipeline.testing = RetryPolicy(
             max_retries=policy.max_retries if max_retries is None else max_retries,
             base=policy.base,
             cap=policy.cap,
@@ -443,7 +444,7 @@ class Client:
 
     def _deadline(self, deadline: _DeadlineArg) -> float | None:
         if deadline is USE_CLIENT_DEFAULT:
-            return self._transport.deadline
+            return self._pipeline.deadline
         return _positive_number(deadline, "deadline", optional=True)
 
     # --- operations -------------------------------------------------------------------
@@ -465,8 +466,8 @@ class Client:
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
         _check_instance(search, str, "search")
-        query = _query(TOKENS.query, (search,))
-        return await self._fetch(self._request(TOKENS, network, deadline, None, query))
+        query = TOKENS.query_of((search,))
+        return await self._calls.run(self._request(TOKENS, network, deadline, None, query))
 
     async def token_markets(
         self,
@@ -484,7 +485,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._fetch(self._by_id(TOKEN_MARKETS, token, "token", network, deadline))
+        return await self._calls.run(self._by_id(TOKEN_MARKETS, token, "token", network, deadline))
 
     async def pool(
         self,
@@ -502,7 +503,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._fetch(self._by_id(POOL, pool_id, "pool_id", network, deadline))
+        return await self._calls.run(self._by_id(POOL, pool_id, "pool_id", network, deadline))
 
     async def user(
         self,
@@ -520,7 +521,7 @@ class Client:
             deadline: seconds for the whole call, retries and waits included; None: no
                 deadline; not given (:data:`USE_CLIENT_DEFAULT`): the client's ``deadline``.
         """
-        return await self._fetch(self._by_id(USER, address, "address", network, deadline))
+        return await self._calls.run(self._by_id(USER, address, "address", network, deadline))
 
     async def orders(
         self,
@@ -551,8 +552,8 @@ class Client:
         """
         segment, filters = self._orders_filters(address, market, status, side, limit)
         _check_instance(cursor, str, "cursor")
-        query = _query(ORDERS.query, (*filters, cursor))
-        return await self._fetch(self._request(ORDERS, network, deadline, segment, query))
+        query = ORDERS.query_of((*filters, cursor))
+        return await self._calls.run(self._request(ORDERS, network, deadline, segment, query))
 
     async def leaderboard(
         self,
@@ -574,8 +575,8 @@ class Client:
         """
         _optional_positive_int(page, "page")
         _optional_positive_int(limit, "limit")
-        query = _query(LEADERBOARD.query, (page, limit))
-        return await self._fetch(self._request(LEADERBOARD, network, deadline, None, query))
+        query = LEADERBOARD.query_of((page, limit))
+        return await self._calls.run(self._request(LEADERBOARD, network, deadline, None, query))
 
     # --- one Request per call, built here and nowhere else ---------------------------------
 
@@ -590,10 +591,20 @@ class Client:
         """The Request of one call of ``endpoint``, its network and deadline resolved."""
         net = (endpoint.network or self._network) if network is None else parse_network(network)
         if deadline is USE_CLIENT_DEFAULT:
-            dl = self._transport.deadline
+            dl = self._pipeline.deadline
         else:
             dl = _positive_number(deadline, "deadline", optional=True)
-        return self._transport.request(endpoint, net, segment, query, dl)
+        return endpoint.request(self._base(net), net, segment, query, dl)
+
+    def _base(self, network: Network) -> str:
+        """The API root of ``network``'s host (``https://host/api``); the sender learns it
+        the first time, to build its URL objects on it."""
+        base = self._bases.get(network)
+        if base is None:
+            base = str(URL(self._hosts.base(network))).rstrip("/") + "/api"
+            self._sender.learn(network, base)
+            self._bases[network] = base
+        return base
 
     def _by_id(
         self,
@@ -614,12 +625,12 @@ class Client:
             kept = self._kept[endpoint.name]
             request = kept.get(value)
             if request is None:
-                request = self._request(endpoint, None, deadline, _identifier(value, argument))
+                request = self._request(endpoint, None, deadline, endpoint.segment(value, argument))
                 if len(kept) >= KEPT_REQUESTS:
                     kept.clear()
                 kept[value] = request
             return request
-        return self._request(endpoint, network, deadline, _identifier(value, argument))
+        return self._request(endpoint, network, deadline, endpoint.segment(value, argument))
 
     # --- streams ----------------------------------------------------------------------
 
@@ -768,7 +779,7 @@ class Client:
         limit_name: str = "limit",
     ) -> tuple[str, tuple[str | int | None, ...]]:
         """The address's path segment and the values of ``market, status, side, limit``."""
-        segment = _identifier(address, "address")
+        segment = ORDERS.segment(address, "address")
         _check_instance(market, str, "market")
         filters = (
             market,
@@ -804,11 +815,11 @@ class Client:
             side=cast("str | None", filters[2]),
         )
         start = continue_from(resume, start)
-        transport = self._transport
+        calls, base = self._calls, self._base(net)
 
         def fetch(cursor: str | None) -> Awaitable[OrdersPage]:
-            query = _query(ORDERS.query, (*filters, cursor))
-            return transport.get(transport.request(ORDERS, net, segment, query, dl))
+            query = ORDERS.query_of((*filters, cursor))
+            return calls.value(ORDERS.request(base, net, segment, query, dl))
 
         return CursorPager(fetch, start, max_items), start
 
@@ -827,11 +838,11 @@ class Client:
         start = Checkpoint(operation="leaderboard", network=net, page_size=page_size, page=1)
         start = continue_from(resume, start)
 
-        transport = self._transport
+        calls, base = self._calls, self._base(net)
 
         def fetch(page: int) -> Awaitable[LeaderboardPage]:
-            query = _query(LEADERBOARD.query, (page, page_size))
-            return transport.get(transport.request(LEADERBOARD, net, None, query, dl))
+            query = LEADERBOARD.query_of((page, page_size))
+            return calls.value(LEADERBOARD.request(base, net, None, query, dl))
 
         pager = BoardPager(fetch, start, concurrency=concurrency, max_items=max_items)
         return pager, start
@@ -848,8 +859,8 @@ class WithResponse:
     __slots__ = ("_view",)
 
     def __init__(self, client: Client) -> None:
-        view = copy.copy(client)  # shares the transport, the network and the limiter
-        view._fetch = cast("_Fetch", client._transport.send)
+        view = copy.copy(client)  # shares the pipeline, the network and the limiter
+        view._calls = client._calls.responses()
         self._view = view
 
     tokens = ResponseOf(Client.tokens)

@@ -63,6 +63,9 @@ class ApiError(Exception):
     #: not verify, a malformed answer, a refused redirect, the limiter's final no. Never
     #: retried.
     _final: bool = False
+    #: Set (by the pipeline) on a RequestTimeoutError of the call's own deadline: callers
+    #: that shared its request are not handed it (each has a deadline of its own).
+    _own_deadline: bool = False
 
     def __init__(self, message: str, *, url: str | None = None, network: str | None = None):
         super().__init__(message)

@@ -30,18 +30,16 @@ import codecs
 import contextvars
 import errno
 import logging
-import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from ssl import SSLContext
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
-from ._cache import CONDITIONAL
-from ._decode import PUBLIC_ONLY_ENV  # set: public APIs only, here as in the decoder
+from . import _fastpaths
 from ._errors import (
     ApiError,
     RequestTimeoutError,
@@ -56,56 +54,15 @@ from ._retry import mark_final
 from ._timeouts import AttemptTimer
 from ._version import __version__
 
-__all__ = ["MAX_REDIRECTS", "AiohttpSender", "user_agent"]
+__all__ = ["CALLER_MIDDLEWARES", "MAX_REDIRECTS", "SHORTCUTS", "AiohttpSender", "user_agent"]
 
 log: Final = logging.getLogger("asyncapi_client")
 
-# --- private shortcuts: chosen once, here, on the aiohttp and CPython versions verified ------
-#
-# Each has a public twin beside it, and the whole suite runs with both (``make matrix`` runs
-# it once with ASYNCAPI_CLIENT_PUBLIC_ONLY=1). What each is worth is measured alone in
-# benchmarks/ab-request-path.md; one that does not show outside the noise is not kept.
-
-#: The aiohttp releases (major, minor) the shortcuts were verified on.
-AIOHTTP_VERIFIED: Final = ((3, 14),)
-
-
-def _aiohttp_release() -> tuple[int, ...]:
-    parts = []
-    for part in aiohttp.__version__.split(".")[:2]:
-        digits = "".join(c for c in part if c.isdigit()) or "0"
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-#: Whether the verified private shortcuts may be used at all.
-SHORTCUTS: Final = (
-    sys.implementation.name == "cpython"
-    and _aiohttp_release() in AIOHTTP_VERIFIED
-    and os.environ.get(PUBLIC_ONLY_ENV, "") in ("", "0")
-)
-#: ``await session._request(...)``, the coroutine ``session.get()`` wraps in a context
-#: manager whose ``__await__`` the interpreter resumes through a wrapper (our own session,
-#: no trace config). Public twin: ``await session.get(...)``.
-DIRECT_REQUEST: Final = SHORTCUTS and hasattr(aiohttp.ClientSession, "_request")
-#: Our headers as the request class's ``DEFAULT_HEADERS`` (``request_class`` is public, the
-#: attribute is not documented): as session headers they are copied into each request one
-#: by one. Public twin: ``ClientSession(headers=...)``.
-DEFAULT_HEADERS_CLASS: Final = SHORTCUTS and isinstance(
-    getattr(aiohttp.ClientRequest, "DEFAULT_HEADERS", None), Mapping
-)
-#: aiohttp's resend after a dropped connection turned off with ``session._retry_connection``
-#: (as aiohttp's own test client does). Public twin: the ``_no_resend`` middleware, which
-#: costs a middleware chain per request.
-NO_RETRY_ATTRIBUTE: Final = SHORTCUTS and "_retry_connection" in getattr(
-    aiohttp.ClientSession, "ATTRS", ()
-)
-#: A caller's session keeps its own middlewares when ours are added per request: read from
-#: ``session._middlewares``. There is no public twin (aiohttp does not show a session's
-#: middlewares): without it ours are not added, the caller's are kept, and aiohttp resends
-#: a request once after a dropped connection (one attempt may be two requests), and the
-#: cache's validators are not sent (every revalidation is a full fetch).
-CALLER_MIDDLEWARES: Final = SHORTCUTS
+#: The private shortcuts verified on this aiohttp (asyncapi_client/_fastpaths.py decides, and
+#: says what each is worth); each False is its public twin.
+SHORTCUTS: Final = _fastpaths.aiohttp_shortcuts(aiohttp)
+#: Whether a caller's session gets our middleware beside its own (see AiohttpShortcuts).
+CALLER_MIDDLEWARES: Final = SHORTCUTS.caller_middlewares
 
 #: How much of an error body is read to show in StatusError.body.
 _ERROR_BODY_BYTES: Final = 64 * 1024
@@ -148,9 +105,17 @@ _REUSED: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
 )
 
 
+#: Set while a request is sent again after a stale connection: our own session's pool then
+#: hands out a new connection, never another kept-alive one (they idled as long).
+_FRESH: Final[contextvars.ContextVar[bool]] = contextvars.ContextVar(
+    "asyncapi_client_fresh", default=False
+)
+
+
 class _Connector(aiohttp.TCPConnector):
     """Our own session's pool: it says (in :data:`_REUSED`) whether the connection it hands
-    out was kept alive from an earlier request or is a new one."""
+    out was kept alive from an earlier request or is a new one, and hands out only a new
+    one while :data:`_FRESH` is set (the kept-alive ones it skips are closed)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -167,6 +132,11 @@ class _Connector(aiohttp.TCPConnector):
         connection = await super().connect(req, traces, timeout)
         protocol, handed = connection.protocol, self._handed
         reused = protocol in handed
+        while reused and _FRESH.get():
+            connection.close()  # kept alive as long as the stale one: not used, not kept
+            connection = await super().connect(req, traces, timeout)
+            protocol = connection.protocol
+            reused = protocol in handed
         if not reused:
             if len(handed) >= self._prune_at:
                 handed = self._handed = {p for p in handed if p.is_connected()}
@@ -312,16 +282,6 @@ def _unreadable(exc: Exception, url: str, network: Network) -> ApiError:
     )
 
 
-async def _conditional(
-    request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
-) -> aiohttp.ClientResponse:
-    """The cache's validators, added to the request being revalidated (none otherwise)."""
-    extra = CONDITIONAL.get()
-    if extra:
-        request.headers.update(extra)
-    return await handler(request)
-
-
 class AiohttpSender:
     """The HTTP adapter: owns (or borrows) the aiohttp session and makes one attempt per
     :meth:`send`; every aiohttp failure leaves it as one of the library's errors."""
@@ -338,15 +298,13 @@ class AiohttpSender:
         proxy: str | None = None,
         ssl: SSLContext | bool = True,
         trust_env: bool = False,
-        conditional: bool = False,
     ) -> None:
         self._proxy = proxy
         self._ssl = ssl
         self._trust_env = trust_env
-        #: The cache's validators middleware (``Client(cache=...)``).
-        self._extra_middlewares: tuple[aiohttp.ClientMiddlewareType, ...] = (
-            (_conditional,) if conditional else ()
-        )
+        #: Requests sent again after stale connections, per attempt: one on our own session
+        #: (its pool then hands out a new connection); on a caller's, while they are stale.
+        self._resends = 1 if session is None else max_connections
         self._timeout = (
             timeout
             if isinstance(timeout, aiohttp.ClientTimeout)
@@ -379,11 +337,9 @@ class AiohttpSender:
         # A caller's session would resend a request after a dropped connection: our
         # middleware, innermost, stops that (its own middlewares are kept).
         self._middlewares = (
-            None
-            if session is None
-            else (*getattr(session, "_middlewares", ()), *self._extra_middlewares, _no_resend)
-            if CALLER_MIDDLEWARES
-            else None  # the caller's own are kept: aiohttp may resend after a drop
+            (*_fastpaths.middlewares_of(session), _no_resend)
+            if session is not None and CALLER_MIDDLEWARES
+            else None  # ours need none; a caller's own are kept: aiohttp may resend after a drop
         )
         # The keywords of every GET. Our own session already has our headers and timeout
         # and no middlewares: passing them again per request only costs time.
@@ -412,12 +368,12 @@ class AiohttpSender:
         if self.session is None:
             headers: dict[str, Any] = (
                 {"request_class": _with_headers(self._headers)}
-                if DEFAULT_HEADERS_CLASS
+                if SHORTCUTS.default_headers_class
                 else {"headers": self._headers}
             )
             # One attempt, one request: no resend after a dropped connection (tests count
             # requests to prove it).
-            no_resend = () if NO_RETRY_ATTRIBUTE else (_no_resend,)
+            no_resend = () if SHORTCUTS.no_retry_attribute else (_no_resend,)
             session = aiohttp.ClientSession(
                 connector=_Connector(limit=self._max_connections, limit_per_host=0, ssl=self._ssl),
                 proxy=self._proxy,
@@ -425,11 +381,11 @@ class AiohttpSender:
                 timeout=self._timeout,
                 trace_configs=self._trace_configs or None,
                 cookie_jar=_NoCookies(),
-                middlewares=(*self._extra_middlewares, *no_resend),  # the cache's validators
+                middlewares=no_resend,
                 **headers,
             )
-            if NO_RETRY_ATTRIBUTE:
-                session._retry_connection = False
+            if SHORTCUTS.no_retry_attribute:
+                _fastpaths.turn_off_resend(session)
             self.session = session
         return self.session
 
@@ -441,9 +397,12 @@ class AiohttpSender:
         if session is not None and self._owns_session:
             await session.close()
 
-    async def send(self, request: Request[Any], attempt: int) -> Reply:
-        """Attempt number ``attempt`` of ``request``: one GET (a stale kept-alive connection
-        sent again once, same-origin redirects followed), its body read under the cap."""
+    async def send(
+        self, request: Request[Any], attempt: int, conditional: Mapping[str, str] | None = None
+    ) -> Reply:
+        """Attempt number ``attempt`` of ``request`` (with the extra headers ``conditional``):
+        one GET (sent again once on a new connection after a stale kept-alive one, same-origin
+        redirects followed), its body read under the cap; any failure as our error."""
         url, network = request.url, request.network
         session = self.session if self.session is not None else self.open()
         if log.isEnabledFor(logging.DEBUG):
@@ -453,89 +412,11 @@ class AiohttpSender:
             target = self._target(url, network)
         timer = self._timer
         timed = None if timer is None else timer.start()
-        hops = 0
-        resent = False
         try:
-            while True:
-                try:
-                    if self._tracing:
-                        response = await session.get(
-                            target,
-                            **self._options,
-                            trace_request_ctx={
-                                "operation": request.operation,
-                                "network": network.value,
-                                "attempt": attempt,
-                            },
-                        )
-                    else:
-                        # Our own session, no trace config: its request coroutine itself,
-                        # awaited directly. get() wraps it in a context manager whose
-                        # __await__ hands back a wrapper the interpreter resumes through a
-                        # method call each time (measured: 3-4 % of a pool() call's CPU at
-                        # concurrency 64).
-                        response = await (
-                            session._request("GET", target, allow_redirects=False)
-                            if DIRECT_REQUEST
-                            else session.get(target, allow_redirects=False)
-                        )
-                except _DROPS as exc:
-                    if resent or not _stale(exc):
-                        raise
-                    resent = True  # once: the pool hands out a live or a new connection now
-                    log.debug(
-                        "GET %s [%s]: a stale kept-alive connection; sent again", url, network.value
-                    )
-                    continue
-                status = response.status
-                if status not in _REDIRECT_STATUSES or "Location" not in response.headers:
-                    break
-                response.release()
-                location = response.headers["Location"]
-                follow = _redirect(target, location)
-                if isinstance(follow, str) or hops == MAX_REDIRECTS:
-                    why = (
-                        follow
-                        if isinstance(follow, str)
-                        else f"too many redirects ({hops} followed)"
-                    )
-                    raise mark_final(
-                        StatusError(
-                            f"HTTP {status}: the redirect to {location!r} was refused: {why}",
-                            status=status,
-                            url=url,
-                            headers=response.headers,
-                            network=network.value,
-                        )
-                    )
-                target, hops = follow, hops + 1
-            try:
-                if status >= 300 or status < 200:
-                    text = await _read_preview(response)
-                    raise status_error(
-                        status, url=url, body=text, headers=response.headers, network=network.value
-                    )
-                # A Content-Length bounds the body, unless it is compressed (it grows). Read
-                # from the headers (aiohttp's parser checked it is digits): its property is
-                # Python code that does the same.
-                headers = response.headers
-                announced = headers.get("Content-Length")
-                if (
-                    announced is not None
-                    and int(announced) <= self._max_response_bytes
-                    and "Content-Encoding" not in headers
-                ):
-                    body = await response.read()
-                else:
-                    length = (
-                        None
-                        if announced is None or "Content-Encoding" in headers
-                        else int(announced)
-                    )
-                    body = await self._read_capped(response, length, url, network)
-            finally:  # what ``async with response`` does, without its two coroutines
-                response.release()
-                await response.wait_for_close()
+            response, target, hops = await self._answer(
+                session, request, target, attempt, conditional
+            )
+            body = await self._body(response, url, network)
         except _FAILURES as exc:
             # the cause is aiohttp's own error, not the _Dropped our middleware wraps it in
             dropped = isinstance(exc, _Dropped) and exc.__cause__ is not None
@@ -547,17 +428,117 @@ class AiohttpSender:
         except asyncio.CancelledError as exc:  # the attempt's timer cancels its task
             if timer is None or timed is None or not timer.expired(timed):
                 raise
-            try:  # as asyncio.timeout() says it (and aiohttp's timer said it before)
-                raise TimeoutError from exc
-            except TimeoutError as timed_out:
-                raise _translate(timed_out, url, network) from timed_out
+            _timed_out(exc, url, network)
         finally:
             if timer is not None and timed is not None:
                 timer.end(timed)
         # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
         return tuple.__new__(
-            Reply, (status, response.headers, body, url if hops == 0 else str(target))
+            Reply, (response.status, response.headers, body, url if hops == 0 else str(target))
         )
+
+    async def _answer(
+        self,
+        session: aiohttp.ClientSession,
+        request: Request[Any],
+        target: URL,
+        attempt: int,
+        conditional: Mapping[str, str] | None,
+    ) -> tuple[aiohttp.ClientResponse, URL, int]:
+        """The final answer of one GET of ``target``, same-origin redirects followed (at most
+        :data:`MAX_REDIRECTS`), with where it came from and the hops it took."""
+        hops = 0
+        while True:
+            response = await self._get(session, request, target, attempt, conditional)
+            if response.status not in _REDIRECT_STATUSES or "Location" not in response.headers:
+                return response, target, hops
+            response.release()
+            target = _follow(request, response, target, hops)
+            hops += 1
+
+    async def _get(
+        self,
+        session: aiohttp.ClientSession,
+        request: Request[Any],
+        target: URL,
+        attempt: int,
+        conditional: Mapping[str, str] | None,
+    ) -> aiohttp.ClientResponse:
+        """One GET of ``target``; a request lost on a stale kept-alive connection is sent
+        again on a new one (our own session), or on the next one while they are stale (a
+        caller's session, whose pool we do not choose from: at most ``max_connections``)."""
+        resent = 0
+        while True:
+            try:
+                if resent == 0:
+                    return await self._request(session, request, target, attempt, conditional)
+                fresh = _FRESH.set(True)
+                try:
+                    return await self._request(session, request, target, attempt, conditional)
+                finally:
+                    _FRESH.reset(fresh)
+            except _DROPS as exc:
+                if not _stale(exc) or resent >= self._resends:
+                    raise
+                resent += 1
+                log.debug(
+                    "GET %s [%s]: a stale kept-alive connection; sent again",
+                    request.url,
+                    request.network.value,
+                )
+
+    def _request(
+        self,
+        session: aiohttp.ClientSession,
+        request: Request[Any],
+        target: URL,
+        attempt: int,
+        conditional: Mapping[str, str] | None,
+    ) -> Awaitable[aiohttp.ClientResponse]:
+        """The GET itself: the plain case awaits the session's request coroutine directly
+        (see ``direct_request`` in asyncapi_client/_fastpaths.py); trace configs get a trace
+        context; the cache's validators go with this request only."""
+        if not self._tracing and conditional is None:
+            if SHORTCUTS.direct_request:
+                return _fastpaths.direct_get(session, target)  # type: ignore[no-any-return]
+            return session.get(target, allow_redirects=False)
+        options = self._options
+        if conditional is not None:
+            headers: CIMultiDict[str] = CIMultiDict(self._headers if not self._owns_session else ())
+            headers.update(conditional)
+            options = {**options, "headers": headers}
+        if self._tracing:
+            context = {
+                "operation": request.operation,
+                "network": request.network.value,
+                "attempt": attempt,
+            }
+            return session.get(target, **options, trace_request_ctx=context)
+        return session.get(target, **options)
+
+    async def _body(self, response: aiohttp.ClientResponse, url: str, network: Network) -> bytes:
+        """The body of a 2xx answer, read under ``max_response_bytes``; any other status
+        raised as its StatusError (with up to 64 KiB of its body). The response is released."""
+        try:
+            status = response.status
+            if status >= 300 or status < 200:
+                text = await _read_preview(response)
+                raise status_error(
+                    status, url=url, body=text, headers=response.headers, network=network.value
+                )
+            # A Content-Length bounds the body, unless it is compressed (it grows). Read from
+            # the headers (aiohttp's parser checked it is digits): its property is Python code
+            # that does the same.
+            headers = response.headers
+            announced = headers.get("Content-Length")
+            if announced is None or "Content-Encoding" in headers:
+                return await self._read_capped(response, None, url, network)
+            if int(announced) <= self._max_response_bytes:
+                return await response.read()
+            return await self._read_capped(response, int(announced), url, network)
+        finally:  # what ``async with response`` does, without its two coroutines
+            response.release()
+            await response.wait_for_close()
 
     def sent_header(self, name: str) -> str | None:
         """What this client's requests send as header ``name`` (None: not sent by us or by
@@ -604,6 +585,37 @@ class AiohttpSender:
             if len(body) > cap:
                 raise _too_large(cap, url, network, "it kept growing")
         return bytes(body)
+
+
+def _follow(
+    request: Request[Any], response: aiohttp.ClientResponse, current: URL, hops: int
+) -> URL:
+    """Where the redirect ``response`` to ``current`` goes; a redirect to another origin,
+    out of TLS or past :data:`MAX_REDIRECTS` is refused (final)."""
+    location = response.headers["Location"]
+    follow = _redirect(current, location)
+    if isinstance(follow, URL) and hops < MAX_REDIRECTS:
+        return follow
+    why = follow if isinstance(follow, str) else f"too many redirects ({hops} followed)"
+    status = response.status
+    raise mark_final(
+        StatusError(
+            f"HTTP {status}: the redirect to {location!r} was refused: {why}",
+            status=status,
+            url=request.url,
+            headers=response.headers,
+            network=request.network.value,
+        )
+    )
+
+
+def _timed_out(cancelled: BaseException, url: str, network: Network) -> NoReturn:
+    """The attempt's timer ran out: raised as ``asyncio.timeout()`` says it (a TimeoutError
+    from the cancellation), translated like any other timeout."""
+    try:
+        raise TimeoutError from cancelled
+    except TimeoutError as timed_out:
+        raise _translate(timed_out, url, network) from timed_out
 
 
 def _parsed(url: str) -> URL:

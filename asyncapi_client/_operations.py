@@ -1,9 +1,12 @@
-"""The six operations as data, and ``with_response`` made from the operations themselves.
+"""The six operations as data, the one place a request is built, and ``with_response``.
 
 :data:`ENDPOINTS` is the one table of the read API's operations: each one's name (the
 Client method, the limiter's and the fake's operation name, telemetry's span name), its
-path template (telemetry's ``url.template``; the URL is built from it), the decoder of
-its body, its default network and its query parameters. Nothing else spells them.
+path template (telemetry's ``url.template``), the decoder of its body, its default network
+and its query parameters. Nothing else spells them. An :class:`Endpoint` also checks and
+encodes the identifier that goes in its path (:meth:`Endpoint.segment`), encodes its query
+(:meth:`Endpoint.query_of`) and builds the :class:`~._request.Request` of one call
+(:meth:`Endpoint.request`): the client calls these and builds no URL itself.
 
 ``client.with_response.<operation>`` is not a copy of the operations: :class:`ResponseOf`
 wraps each method once (the ``ParamSpec`` keeps its parameters for the type checker, and
@@ -14,7 +17,8 @@ bring back the whole :class:`~asyncapi_client.Response`.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine
+import re
+from collections.abc import Callable, Coroutine, Sequence
 from typing import (
     Any,
     Concatenate,
@@ -27,12 +31,13 @@ from typing import (
     get_args,
     overload,
 )
+from urllib.parse import quote, unquote
 
 import attrs
 
 from . import _decode
 from ._network import Network
-from ._request import Response
+from ._request import Request, Response
 
 __all__ = [
     "ENDPOINTS",
@@ -47,6 +52,7 @@ __all__ = [
     "OperationName",
     "ResponseOf",
     "SyncResponseOf",
+    "encode_segment",
     "endpoint",
 ]
 
@@ -57,6 +63,52 @@ P = ParamSpec("P")
 #: The operation names a limiter sees (and ``weights`` may name): the names of
 #: :data:`ENDPOINTS`, in its order (checked at import).
 OperationName = Literal["tokens", "token_markets", "pool", "user", "orders", "leaderboard"]
+
+#: Ids made only of unreserved characters (RFC 3986) go on the wire as they are.
+_UNRESERVED: Final = re.compile(r"[A-Za-z0-9._~-]+").fullmatch
+
+
+def encode_segment(value: str) -> str:
+    """Percent-encode ``value`` as exactly one path segment (``/ ? # %`` and dot segments too)."""
+    if _UNRESERVED(value) and value not in (".", ".."):
+        return value  # addresses and most ids: nothing to encode
+    encoded = quote(value, safe="")
+    if encoded in (".", ".."):
+        encoded = encoded.replace(".", "%2E")
+    return encoded
+
+
+def _dot_segment(value: str) -> bool:
+    """Whether ``value`` becomes ``.`` or ``..`` once a server or proxy percent-decodes it,
+    however many times (such a segment is resolved away: another resource answers)."""
+    if "." not in value and "%" not in value:
+        return False  # the hot path: hex addresses and plain ids
+    for _ in range(8):
+        if value in (".", ".."):
+            return True
+        decoded = unquote(value)
+        if decoded == value:
+            return False
+        value = decoded
+    return True  # still changing after eight rounds of decoding: nobody means that
+
+
+def identifier(value: object, argument: str) -> str:
+    """``value`` checked as an identifier of a path (``argument`` names it in errors) and
+    encoded as one path segment."""
+    if type(value) is str and "." not in value and _UNRESERVED(value):
+        return value  # the hot path: nothing to encode, and no dot can make a dot segment
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{argument} must be a non-empty string, got {value!r}")
+    if _dot_segment(value):
+        raise ValueError(
+            f"{argument} {value!r} is a dot segment (. or ..) once decoded: servers and "
+            f"proxies resolve it to another path, so it is never sent"
+        )
+    try:
+        return encode_segment(value)
+    except UnicodeEncodeError:
+        raise ValueError(f"{argument} {value!r} is not valid text (it has no UTF-8 form)") from None
 
 
 @attrs.frozen(slots=True)
@@ -91,6 +143,11 @@ class Endpoint(Generic[T]):
         object.__setattr__(self, "before", head)
         object.__setattr__(self, "after", after)
 
+    def segment(self, value: object, argument: str) -> str:
+        """The identifier of this endpoint's placeholder, checked and encoded (``argument``
+        names it in errors: ``pool_id``)."""
+        return identifier(value, argument)
+
     def path(self, segment: str | None) -> str:
         """The path below ``/api`` with ``segment`` (already encoded) in its placeholder."""
         after = self.after
@@ -99,6 +156,39 @@ class Endpoint(Generic[T]):
         if segment is None:
             raise ValueError(f"{self.name} needs a path segment for {self.template!r}")
         return f"{self.before}{segment}{after}"
+
+    def query_of(self, values: Sequence[object]) -> str:
+        """``k=v&...`` of this endpoint's query parameters and their ``values``, in order,
+        each value percent-encoded; None values are not sent."""
+        names = self.query
+        try:
+            return "&".join(
+                f"{key}={quote(str(value), safe='')}"
+                for key, value in zip(names, values, strict=True)
+                if value is not None
+            )
+        except UnicodeEncodeError:
+            shown = dict(zip(names, values, strict=True))
+            raise ValueError(
+                f"a query value is not valid text (it has no UTF-8 form): {shown}"
+            ) from None
+
+    def request(
+        self,
+        base: str,
+        network: Network,
+        segment: str | None,
+        query: str,
+        deadline: float | None,
+    ) -> Request[T]:
+        """The one Request of a call on ``network``, whose API root is ``base``
+        (``https://host/api``): its path with ``segment`` (encoded), then ``?query``."""
+        path = self.path(segment)
+        url = f"{base}{path}?{query}" if query else base + path
+        # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
+        return tuple.__new__(
+            Request, (self.name, network, url, self.template, self.decode, deadline)
+        )
 
 
 TOKENS: Final = Endpoint("tokens", "/api/tokens", _decode.TOKENS, query=("search",))

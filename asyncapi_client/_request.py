@@ -6,15 +6,18 @@ The client builds one frozen :class:`Request` per call, in one place; every stag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Generic, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 
 import attrs
 
 from ._network import Network
 from ._types import CacheState
 
-__all__ = ["Outcome", "Reply", "Request", "Response", "Sender"]
+if TYPE_CHECKING:
+    from ._errors import ApiError
+
+__all__ = ["Call", "Outcome", "Reply", "Request", "Response", "Sender", "Upstream"]
 
 T = TypeVar("T")
 
@@ -61,14 +64,54 @@ class Reply(NamedTuple):
     url: str
 
 
+class Call:
+    """The mutable progress of one call through the pipeline: its Request, its start
+    (``time.monotonic()``, for ``Response.elapsed``) and deadline (``loop.time()``).
+
+    ``tries`` counts attempts begun (one that failed at the limiter too); ``attempts``
+    counts requests sent (``ApiError.attempts``, ``Response.attempts``): an attempt counts
+    once it has its connection slot. ``asking``: a question to the limiter is in flight.
+    ``failed``: the last attempt's error. ``conditional``: the validators the cache sends
+    with every attempt of this call (``If-None-Match``...), None for a plain call.
+    """
+
+    __slots__ = (
+        "asking",
+        "attempts",
+        "conditional",
+        "expires",
+        "failed",
+        "request",
+        "started",
+        "tries",
+    )
+
+    def __init__(
+        self,
+        request: Request[Any],
+        started: float,
+        expires: float | None,
+        conditional: Mapping[str, str] | None,
+    ) -> None:
+        self.request = request
+        self.started = started
+        self.expires = expires
+        self.conditional = conditional
+        self.tries = 0
+        self.attempts = 0
+        self.asking = False
+        self.failed: ApiError | None = None
+
+
 class Sender(Protocol):
     """Sends the attempts of the pipeline (asyncapi_client/_http.py: aiohttp).
 
-    ``send`` makes attempt number ``attempt`` of ``request`` and returns its 2xx
-    :class:`Reply`, or raises an :class:`~asyncapi_client.ApiError` (a non-2xx answer as a
-    ``StatusError``); ``open`` gets it ready inside the running loop; ``close`` ends what it
-    owns. ``attempt_timeout`` bounds one attempt (seconds), and each question the pipeline
-    asks its limiter and cache.
+    ``send`` makes attempt number ``attempt`` of ``request`` (with the extra request headers
+    ``conditional``, the cache's validators, when given) and returns its 2xx :class:`Reply`,
+    or raises an :class:`~asyncapi_client.ApiError` (a non-2xx answer as a ``StatusError``);
+    ``open`` gets it ready inside the running loop; ``close`` ends what it owns;
+    ``learn`` tells it where a network's requests go. ``attempt_timeout`` bounds one attempt
+    (seconds), and each question the pipeline asks its limiter and cache.
     """
 
     attempt_timeout: float
@@ -77,9 +120,25 @@ class Sender(Protocol):
 
     def learn(self, network: Network, base: str) -> None: ...
 
-    async def send(self, request: Request[Any], attempt: int, /) -> Reply: ...
+    async def send(
+        self, request: Request[Any], attempt: int, conditional: Mapping[str, str] | None, /
+    ) -> Reply: ...
 
     async def close(self) -> None: ...
+
+
+class Upstream(Protocol):
+    """What a stage around the pipeline (the cache) may use of it: ``ready`` refuses a call
+    on a closed client or another loop; ``outcome`` runs one call (with the validators
+    ``conditional`` on each attempt); ``attempt_timeout`` bounds one attempt (seconds)."""
+
+    attempt_timeout: float
+
+    def ready(self) -> None: ...
+
+    def outcome(
+        self, request: Request[T], conditional: Mapping[str, str] | None = None, /
+    ) -> Coroutine[Any, Any, Outcome[T]]: ...
 
 
 @attrs.frozen(slots=True)

@@ -61,7 +61,7 @@ class _RawOnClientSession(_contenders.RawAiohttp):
 
     async def __aenter__(self) -> Self:
         self._client = Client(base_url=self._api[: -len("/api")])
-        self._session = self._client._transport._open()
+        self._session = self._client._sender.open()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -75,12 +75,13 @@ class _OursOrjson(_contenders.Ours):
     _ENDPOINT = attrs.evolve(_operations.POOL, decode=orjson.loads)
 
     async def pool(self, pool_id: str) -> object:
-        transport = self.client._transport
+        client = self.client
         # the benchmark's ids need no encoding
-        request = transport.request(
-            self._ENDPOINT, self.client.network, pool_id, "", transport.deadline
+        network = client.network
+        request = self._ENDPOINT.request(
+            client._base(network), network, pool_id, "", client._pipeline.deadline
         )
-        return await transport.get(request)
+        return await client._calls.value(request)
 
 
 def _factory(kind: str) -> Factory:

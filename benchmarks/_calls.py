@@ -145,7 +145,7 @@ async def setup(kind: str, base: str) -> tuple[Call, Close]:
         else:
             from asyncapi_client import Client
 
-            session = Client(base_url=base)._transport._open()
+            session = Client(base_url=base)._sender.open()
 
         async def raw(pool_id: str) -> Any:
             async with session.get(f"{api}/clob/pools/{pool_id}") as response:

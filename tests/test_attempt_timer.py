@@ -172,7 +172,8 @@ async def test_a_timeout_leaves_the_task_uncancelled() -> None:
 
 async def test_no_timer_is_left_on_the_loop_once_the_client_closes() -> None:
     async with call_in_flight(timeout=30.0) as (client, task):
-        timer = client._transport._sender._timer  # type: ignore[attr-defined]
+        timer = client._sender._timer
+        assert timer is not None
         handle = timer._handle
         assert handle is not None
         assert not handle.cancelled()
@@ -201,7 +202,8 @@ async def test_an_attempt_in_flight_at_close_keeps_its_timeout() -> None:
             async with asyncio.timeout(5):
                 await task
         assert 0.3 <= time.monotonic() - started < 0.3 + SLACK
-        timer = client._transport._sender._timer  # type: ignore[attr-defined]
+        timer = client._sender._timer
+        assert timer is not None
         assert timer._handle is None  # gone once the last attempt ended
     assert server.count == 1
 
@@ -229,7 +231,7 @@ async def test_no_retry_is_sent_once_the_client_is_closed(own_session: bool) -> 
             async with asyncio.timeout(5):
                 await task
         assert caught.value.attempts == 1
-        assert client._transport._sender.session is None  # type: ignore[attr-defined]
+        assert client._sender.session is None
     assert server.count == 1
 
 
@@ -246,7 +248,7 @@ async def test_a_call_waiting_for_its_slot_at_close_sends_nothing() -> None:
         with pytest.raises(TransportError, match="closed during the call") as caught:
             second.result()
         assert caught.value.attempts == 0  # it never had its slot: nothing was sent
-        assert client._transport._sender.session is None  # type: ignore[attr-defined]
+        assert client._sender.session is None
 
 
 async def test_an_attempt_made_inside_another_of_the_same_task_keeps_both_timeouts() -> None:

@@ -120,7 +120,7 @@ async def test_an_entry_s_vary_values_in_redis_are_checked_and_not_trusted(
     server: FakeServer, redis_url: str, varied: object, cache: str
 ) -> None:
     redis = aredis.Redis.from_url(redis_url)
-    key = "asyncapi_client:cache:{tamper}:e:mainnet /tokens"
+    key = f"asyncapi_client:cache:{{tamper}}:e:mainnet {server.base_url}/api/tokens"
     async with RedisCache(redis, name="tamper") as one, client_for(server, one) as client:
         await client.tokens()
         stored = await redis.hget(key, "m")

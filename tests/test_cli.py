@@ -480,11 +480,11 @@ def test_the_cli_has_a_default_deadline() -> None:
 
     parser_args = _parsed("pool", "x")
     client = client_for(Context(parser_args, None, {"ASYNCAPI_BASE_URL": "http://h"}))  # type: ignore[arg-type]
-    assert client._transport.deadline == DEFAULT_DEADLINE == 30.0
+    assert client._pipeline.deadline == DEFAULT_DEADLINE == 30.0
     client = client_for(
         Context(_parsed("pool", "x", "--deadline", "2.5"), None, {"ASYNCAPI_BASE_URL": "http://h"})  # type: ignore[arg-type]
     )
-    assert client._transport.deadline == 2.5
+    assert client._pipeline.deadline == 2.5
 
 
 def _parsed(*argv: str) -> Any:

@@ -260,7 +260,7 @@ def test_client_constructed_outside_a_running_loop_works_inside_one() -> None:
 async def test_no_session_exists_before_the_first_call(server: FakeServer) -> None:
     """An unused client holds no aiohttp session: dropping it unclosed warns about nothing."""
     client = make_client(server)
-    assert client._transport._session is None
+    assert client._sender.session is None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         del client
@@ -268,7 +268,7 @@ async def test_no_session_exists_before_the_first_call(server: FakeServer) -> No
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
     used = make_client(server)
     await used.pool("p")
-    assert used._transport._session is not None
+    assert used._sender.session is not None
     await used.close()
 
 

@@ -108,14 +108,14 @@ class Broken:
 def test_rate_limit_is_a_shorthand_for_a_local_limiter(
     rate_limit: float | None, rates: tuple[Rate, ...]
 ) -> None:
-    limiter = Client(base_url="http://h.example", rate_limit=rate_limit)._transport.limiter
+    limiter = Client(base_url="http://h.example", rate_limit=rate_limit).limiter
     assert type(limiter) is LocalLimiter
     assert limiter.rates == rates
 
 
 def test_each_client_gets_its_own_default_limiter() -> None:
     one, two = Client(base_url="http://h.example"), Client(base_url="http://h.example")
-    assert one._transport.limiter is not two._transport.limiter
+    assert one.limiter is not two.limiter
 
 
 async def test_every_attempt_retries_included_asks_the_limiter_before_it_is_sent() -> None:
@@ -135,7 +135,7 @@ async def test_the_idle_default_limiter_is_not_asked_before_a_first_attempt() ->
         RawServer([respond(429, headers={"Retry-After": "0"})]) as server,
         Client(base_url=server.base_url) as client,
     ):
-        limiter = client._transport.limiter
+        limiter = client.limiter
         assert isinstance(limiter, LocalLimiter)
         asked: list[str] = []
         original = limiter.acquire

@@ -122,8 +122,8 @@ async def test_telling_reused_from_new_keeps_no_closed_connection_for_long() -> 
     async with RawServer() as server, Client(base_url=server.base_url) as client:
         for n in range(200):
             await client.pool(f"p{n}")
-        session = client._transport._session
+        session = client._sender.session
         assert session is not None
-        kept = session.connector._handed  # type: ignore[attr-defined]
+        kept = session.connector._handed  # type: ignore[union-attr]
         assert len(kept) < 128
     assert server.count == server.accepted == 200

@@ -1,4 +1,4 @@
-"""The session layer (``asyncapi_client/_transport.py``): what goes on the wire per attempt.
+"""The session layer (``asyncapi_client/_http.py``): what goes on the wire per attempt.
 
 Redirects, one request per attempt, failures that cannot heal, cookies. Wire faults are
 played by the raw-socket :class:`~tests._rawserver.RawServer`, TLS by a throwaway CA.
@@ -35,11 +35,9 @@ from asyncapi_client import (
     StatusError,
     TransportError,
 )
-from asyncapi_client._client import _identifier
 from asyncapi_client._http import CALLER_MIDDLEWARES, AiohttpSender
 from asyncapi_client._network import HostConfigError
-from asyncapi_client._operations import POOL
-from asyncapi_client._transport import encode_segment
+from asyncapi_client._operations import POOL, encode_segment, identifier
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._checks import settled, stray_tasks
 from tests._oracle import pool_json
@@ -650,13 +648,13 @@ def test_an_attempt_goes_to_the_url_of_its_request(
     from the request's URL (a third of the cost): it must be that URL, part for part."""
     base = f"{scheme}://{host}{port}/" + "/".join(quote(part, safe="") for part in prefix)
     try:
-        transport = Client(base_url=base)._transport
+        client = Client(base_url=base)
     except HostConfigError:
         assume(False)
     path = "/clob/pools/" + encode_segment(segment)
     text = "&".join(f"{key}={quote(value, safe='')}" for key, value in query)
-    request = transport.request(POOL, Network.MAINNET, encode_segment(segment), text, None)
-    sender = transport._sender
+    request = client._request(POOL, Network.MAINNET, None, encode_segment(segment), text)
+    sender = client._sender
     assert isinstance(sender, AiohttpSender)
     assert sender._origins[Network.MAINNET] is not None  # built, not parsed
     target = sender._target(request.url, request.network)
@@ -689,7 +687,7 @@ def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
         expected = expected.replace(".", "%2E")
     assert encode_segment(value) == expected
     try:
-        sent = _identifier(value, "pool_id")
+        sent = identifier(value, "pool_id")
     except ValueError:  # empty, or a dot segment once decoded: tested in test_requests
         assert not value or set(unquote(unquote(value))) <= {"."} or "%" in value
         return
@@ -698,9 +696,9 @@ def test_an_id_is_sent_as_is_exactly_when_it_is_unreserved(value: str) -> None:
 
 
 def test_a_url_off_its_networks_base_is_parsed() -> None:
-    transport = Client(base_url="http://127.0.0.1:9")._transport
-    transport.request(POOL, Network.MAINNET, "p", "", None)  # the base is known
-    sender = transport._sender
+    client = Client(base_url="http://127.0.0.1:9")
+    client._request(POOL, Network.MAINNET, None, "p")  # the base is known
+    sender = client._sender
     assert isinstance(sender, AiohttpSender)
     target = sender._target("https://elsewhere.example:8443/x?y=1", Network.MAINNET)
     assert str(target) == "https://elsewhere.example:8443/x?y=1"
