@@ -29,7 +29,14 @@ from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from ._errors import ApiError, DecodeError, ResponseTooLargeError, StatusError, TransportError
+from ._errors import (
+    ApiError,
+    DecodeError,
+    RequestTimeoutError,
+    ResponseTooLargeError,
+    StatusError,
+    TransportError,
+)
 from ._limiters import OPERATIONS, OperationName
 from ._request import Outcome, Request, Upstream
 from ._types import CacheState
@@ -484,15 +491,36 @@ class CacheStage:
         self._upstream.ready()
         return await self._call(request)
 
-    def _call(self, request: Request[T]) -> Awaitable[Cached[T]]:
+    async def _call(self, request: Request[T]) -> Cached[T]:
+        """The cached call, all of it (the cache's questions, a wait for another caller's or
+        process's fetch, the fetch) under the call's own deadline."""
         # Each question to the cache, and a wait for another process's fetch, is bounded by
         # the attempt's timeout, and by the call's deadline when that is shorter.
         bound = self._upstream.attempt_timeout
-        if request.deadline is not None and request.deadline < bound:
-            bound = request.deadline
-        return cached_call(
-            self._cache, request, self.key(request), self._upstream.outcome, bound, self._sent
+        deadline = request.deadline
+        call = cached_call(
+            self._cache,
+            request,
+            self.key(request),
+            self._upstream.outcome,
+            bound if deadline is None else min(bound, deadline),
+            self._sent,
         )
+        if deadline is None:
+            return await call
+        try:
+            async with asyncio.timeout(deadline) as scope:
+                return await call
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise  # an attempt's timeout, or the pipeline's own deadline error
+            error = RequestTimeoutError(
+                f"the operation ran past its deadline of {deadline:g}s",
+                url=request.url,
+                network=request.network.value,
+            )
+            error._own_deadline = True
+            raise error from exc
 
 
 class Send(Protocol):
@@ -578,7 +606,9 @@ async def cached_call(
         result = await _lead(cache, request, key, entry, send, bound, started, sent)
     except BaseException as exc:
         del cache._flights[key]
-        if isinstance(exc, asyncio.CancelledError):
+        if isinstance(exc, asyncio.CancelledError) or (
+            isinstance(exc, ApiError) and exc._own_deadline
+        ):  # the fetcher's own deadline is not the others': one of them fetches
             flight.set_result(_RESTART)
         else:
             flight.set_exception(exc)
