@@ -30,8 +30,6 @@ import decimal
 import functools
 import itertools
 import operator
-import os
-import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -50,6 +48,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from ._errors import DecodeError
+from ._fastpaths import FAST_BUILD, builder_class
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -562,6 +561,19 @@ def _tuple_of(element: type) -> Callable[[Any], tuple[Any, ...]]:
     return build
 
 
+def _refusing(rule: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``rule`` for the accelerated path: a value it refuses (TypeError, ValueError) makes
+    the body one the general path decides (and names the field)."""
+
+    def checked(value: Any) -> Any:
+        try:
+            return rule(value)
+        except (TypeError, ValueError) as exc:
+            raise _Refused from exc
+
+    return checked
+
+
 def _public_builder(cls: type) -> Callable[[Any], Any]:
     """``build(mirror) -> cls`` on public APIs: ``msgspec.convert`` for the whole model, or,
     where a field of the top model needs a tuple or a rule of its own, the model's
@@ -576,7 +588,7 @@ def _public_builder(cls: type) -> Callable[[Any], Any]:
         type_ = hints[field.name]
         step: Callable[[Any], Any] | None = _FIELD_RULES.get((cls, field.name))
         if step is not None:
-            pass
+            step = _refusing(step)
         elif _is_sequence(type_):
             step = _tuple_of(typing.get_args(type_)[0])
         elif type_ in _WIRE_NAMES:  # pragma: no cover - no top model with a list has one today
@@ -589,7 +601,7 @@ def _public_builder(cls: type) -> Callable[[Any], Any]:
     return build
 
 
-# --- the fast build: CPython versions it was verified on, and the public build beside it ------
+# --- the fast build (its gate and its layout trick in _fastpaths.py) and the public build ------
 #
 # msgspec.convert sets a model's fields one by one by name (about 1 us for a Token). The fast
 # build makes each model as an instance of a private subclass whose ``__init__`` attrs writes
@@ -598,50 +610,6 @@ def _public_builder(cls: type) -> Callable[[Any], Any]:
 # ``__init__``'s converters, and then makes it the contract's class by ``__class__``
 # assignment (same layout). Chosen once at import: on the CPython versions the whole suite was
 # run on with it and without it (``make matrix``), unless ASYNCAPI_CLIENT_PUBLIC_ONLY is set.
-
-#: The CPython versions the fast build was verified on (``make matrix`` runs the suite with it,
-#: and once with ASYNCAPI_CLIENT_PUBLIC_ONLY=1).
-FAST_BUILD_VERIFIED: Final = ((3, 11), (3, 12), (3, 13))
-#: Set (to anything but "" or "0") to use only the public paths this module has.
-PUBLIC_ONLY_ENV: Final = "ASYNCAPI_CLIENT_PUBLIC_ONLY"
-_FAST_BUILD: Final = (
-    sys.implementation.name == "cpython"
-    and sys.version_info[:2] in FAST_BUILD_VERIFIED
-    and os.environ.get(PUBLIC_ONLY_ENV, "") in ("", "0")
-)
-
-
-def _builder_class(cls: type, converters: dict[str, Callable[[Any], Any]]) -> type:
-    """A subclass of ``cls`` that attrs gives a plain ``__init__`` (each field stored, through
-    its converter if it has one), with the same layout, so that an instance of it can become a
-    ``cls`` by ``__class__`` assignment; _Unsupported if it cannot."""
-    namespace = {
-        "__slots__": (),
-        "__setattr__": object.__setattr__,
-        "__delattr__": object.__delattr__,
-        "__doc__": f"Building {cls.__name__} instances (private to the decoder).",
-    }
-    these: dict[str, Any] = {
-        field.name: attrs.field(converter=converters.get(field.name)) for field in attrs.fields(cls)
-    }
-    builder: type = attrs.define(
-        type(f"_{cls.__name__}Builder", (cls,), namespace),
-        these=these,
-        slots=False,
-        frozen=False,
-        init=True,
-        repr=False,
-        eq=False,
-        order=False,
-        auto_detect=False,
-        on_setattr=attrs.setters.NO_OP,
-    )
-    probe: Any = object.__new__(builder)
-    try:
-        probe.__class__ = cls
-    except TypeError as exc:  # pragma: no cover - a model with another layout
-        raise _Unsupported(f"{cls.__name__}: {exc}") from exc
-    return builder
 
 
 @functools.cache
@@ -653,14 +621,17 @@ def _fast_builder_class(cls: type) -> type:
         type_ = hints[field.name]
         rule = _FIELD_RULES.get((cls, field.name))
         if rule is not None:
-            converters[field.name] = rule
+            converters[field.name] = _refusing(rule)
         elif type_ is Decimal:
             converters[field.name] = _exact
         elif type_ in _WIRE_NAMES:
             converters[field.name] = _fast_builder(type_)
         elif _is_sequence(type_):
             converters[field.name] = _fast_tuple(typing.get_args(type_)[0])
-    return _builder_class(cls, converters)
+    try:
+        return builder_class(cls, converters)
+    except TypeError as exc:  # pragma: no cover - a model with another layout
+        raise _Unsupported(f"{cls.__name__}: {exc}") from exc
 
 
 def _fast_builder(cls: type) -> Callable[[Any], Any]:
@@ -703,7 +674,20 @@ _getcontext: Final = decimal.getcontext
 _BUILT_WITHOUT_INIT: set[type] = set()
 
 
-def _accelerated(cls: type, fast: bool = _FAST_BUILD) -> Callable[[bytes], Any] | None:
+#: What the accelerated path raises for a body it does not take: then the general path decides
+#: (anything else is a bug of the accelerated path, and is raised, so that a test fails).
+#: msgspec raises RecursionError for arrays nested past its own limit (the general path
+#: bounds nesting and names the field).
+_REFUSALS: Final = (
+    _Refused,
+    msgspec.MsgspecError,
+    UnicodeDecodeError,
+    InvalidOperation,
+    RecursionError,
+)
+
+
+def _accelerated(cls: type, fast: bool = FAST_BUILD) -> Callable[[bytes], Any] | None:
     """``accelerated(body) -> cls``, or None for a model the mirror cannot hold; raises on any
     body it does not take. ``fast``: the fast build where it can be had, else the public one."""
     built: set[type] = {cls}
@@ -827,7 +811,7 @@ class Decoder(typing.Generic[T]):
         if self._accelerated is not None:
             try:
                 value = self._accelerated(body)
-            except Exception:  # not for the accelerated path: the general path decides
+            except _REFUSALS:  # not for the accelerated path: the general path decides
                 pass
             else:
                 return value if self.unwrap is None else self.unwrap(value)

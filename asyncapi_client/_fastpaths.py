@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Final, NamedTuple
+
+import attrs
 
 __all__ = [
     "AIOHTTP_VERIFIED",
@@ -29,6 +31,7 @@ __all__ = [
     "PUBLIC_ONLY_ENV",
     "AiohttpShortcuts",
     "aiohttp_shortcuts",
+    "builder_class",
     "give_slot",
     "take_slot",
 ]
@@ -79,6 +82,36 @@ def give_slot(slots: asyncio.Semaphore) -> None:
 #: model. A/B: see docs/performance.md's decode figures (benchmarks ``decode``).
 FAST_BUILD_VERIFIED: Final = ((3, 11), (3, 12), (3, 13))
 FAST_BUILD: Final = _ALLOWED and sys.version_info[:2] in FAST_BUILD_VERIFIED
+
+
+def builder_class(cls: type, converters: dict[str, Callable[[Any], Any]]) -> type:
+    """A subclass of ``cls`` that attrs gives a plain ``__init__`` (each field stored, through
+    its converter if it has one), with the same layout, so that an instance of it can become a
+    ``cls`` by ``__class__`` assignment; TypeError if it cannot."""
+    namespace = {
+        "__slots__": (),
+        "__setattr__": object.__setattr__,
+        "__delattr__": object.__delattr__,
+        "__doc__": f"Building {cls.__name__} instances (private to the decoder).",
+    }
+    these: dict[str, Any] = {
+        field.name: attrs.field(converter=converters.get(field.name)) for field in attrs.fields(cls)
+    }
+    builder: type = attrs.define(
+        type(f"_{cls.__name__}Builder", (cls,), namespace),
+        these=these,
+        slots=False,
+        frozen=False,
+        init=True,
+        repr=False,
+        eq=False,
+        order=False,
+        auto_detect=False,
+        on_setattr=attrs.setters.NO_OP,
+    )
+    probe: Any = object.__new__(builder)
+    probe.__class__ = cls  # a TypeError when the layouts differ: the public build is used
+    return builder
 
 
 # --- aiohttp (asyncapi_client/_http.py) ----------------------------------------------------

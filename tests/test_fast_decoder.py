@@ -33,6 +33,7 @@ from asyncapi_client import (
     Side,
     Token,
     UserProfile,
+    _fastpaths,
 )
 from asyncapi_client import _decode as dec
 from tests import strategies as wire
@@ -603,8 +604,8 @@ def test_the_public_build_passes_on_what_a_callers_context_would_make_nan() -> N
 
 _WHICH_BUILD = """
 import sys
-from asyncapi_client import _decode
-print(_decode._FAST_BUILD)
+from asyncapi_client import _decode, _fastpaths
+print(_fastpaths.FAST_BUILD)
 print(_decode.POOL(sys.argv[1].encode()).base_token.total_supply)
 """
 
@@ -621,10 +622,10 @@ def test_the_fast_build_is_chosen_once_at_import_on_verified_pythons(env: str, f
         text=True,
         check=True,
         timeout=60,
-        env={**os.environ, dec.PUBLIC_ONLY_ENV: env},
+        env={**os.environ, _fastpaths.PUBLIC_ONLY_ENV: env},
     )
     verified = sys.implementation.name == "cpython" and sys.version_info[:2] in (
-        dec.FAST_BUILD_VERIFIED
+        _fastpaths.FAST_BUILD_VERIFIED
     )
     assert run.stdout.split() == [str(fast and verified), token_wire("X")["totalSupply"]]
 

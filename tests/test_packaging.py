@@ -131,7 +131,7 @@ def test_the_classifiers_name_exactly_the_pythons_make_matrix_requires() -> None
 def test_the_decoders_fast_build_is_verified_only_where_make_matrix_runs() -> None:
     """A version-gated shortcut is "verified" on a Python only if `make matrix` must run the
     suite there, both with it and (the public-only leg) without it."""
-    from asyncapi_client import _decode
+    from asyncapi_client import _fastpaths
 
-    verified = {f"{major}.{minor}" for major, minor in _decode.FAST_BUILD_VERIFIED}
+    verified = {f"{major}.{minor}" for major, minor in _fastpaths.FAST_BUILD_VERIFIED}
     assert verified <= set(_make_variable("MATRIX_REQUIRED"))
