@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine with Python >= 3.11:
 #   make demo   virtualenv + install + run the client against the embedded fake exchange
-#   make test   virtualenv + test extras + ruff + the SyncClient drift check
+#   make test   virtualenv + test extras + ruff (incl. McCabe <= 15) + the SyncClient drift check
 #               + mypy --strict + pytest with branch coverage
 # and two for the documentation site (docs/, mkdocs.yml):
 #   make docs        docs extra + a strict build into site/ + a check in headless Chromium

@@ -441,7 +441,7 @@ class AiohttpSender:
         if session is not None and self._owns_session:
             await session.close()
 
-    async def send(self, request: Request[Any], attempt: int) -> Reply:
+    async def send(self, request: Request[Any], attempt: int) -> Reply:  # noqa: C901
         """Attempt number ``attempt`` of ``request``: one GET (a stale kept-alive connection
         sent again once, same-origin redirects followed), its body read under the cap."""
         url, network = request.url, request.network

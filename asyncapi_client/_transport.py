@@ -319,7 +319,7 @@ class Transport:
     @overload
     async def _send(self, request: Request[T], value: Literal[True]) -> T: ...
 
-    async def _send(self, request: Request[T], value: bool = False) -> Any:
+    async def _send(self, request: Request[T], value: bool = False) -> Any:  # noqa: C901
         """Run ``request``: coalesced, under its deadline, through the retry loop. Returns
         its Outcome, or only the decoded value when ``value`` (what ``get`` wants).
 
