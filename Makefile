@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine with Python >= 3.11:
 #   make demo   virtualenv + install + run the client against the embedded fake exchange
-#   make test   virtualenv + test extras + ruff + mypy --strict + pytest with branch coverage
+#   make test   virtualenv + test extras + ruff (incl. McCabe <= 15) + the SyncClient drift check
+#               + mypy --strict + pytest with branch coverage
 # and two for the documentation site (docs/, mkdocs.yml):
 #   make docs        docs extra + a strict build into site/ + a check in headless Chromium
 #   make docs-serve  the site on http://127.0.0.1:8000, rebuilt as you edit
@@ -119,9 +120,11 @@ chromium:
 demo: $(VENV)/.installed
 	$(BIN)/asyncapi-client demo
 
+# Lint includes the check that SyncClient's generated methods match Client (tools/sync_gen.py).
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(PY) tools/sync_gen.py --check
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy

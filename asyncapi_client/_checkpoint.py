@@ -61,6 +61,45 @@ def _describe(value: object) -> str:
     return text if len(text) <= 60 else f"{text[:28]}...{text[-28:]}"
 
 
+def _position_problem(v: Any) -> str | None:
+    """What is wrong with the fields every checkpoint has (network, page size, position)."""
+    if not isinstance(v.network, Network):
+        return f"network must be a Network, got {_describe(v.network)}"
+    if v.page_size is not None and not (_is_int(v.page_size) and v.page_size > 0):
+        return f"page_size must be a positive int or None, got {_describe(v.page_size)}"
+    if not (_is_int(v.consumed) and v.consumed >= 0):
+        return f"consumed must be an int >= 0, got {_describe(v.consumed)}"
+    if v.consumed == 0 and v.last is not None:
+        return "last must be None when nothing of the page was consumed"
+    if v.consumed > 0 and not (isinstance(v.last, str) and v.last):
+        return f"last must name the last item consumed, got {_describe(v.last)}"
+    return None
+
+
+def _orders_problem(v: Any) -> str | None:
+    """What is wrong with an orders checkpoint's own fields: the user, filters and cursor."""
+    if not (isinstance(v.address, str) and v.address):
+        return f"address must be a non-empty string, got {_describe(v.address)}"
+    for name, value in (("market", v.market), ("status", v.status), ("side", v.side)):
+        if value is not None and not isinstance(value, str):
+            return f"{name} must be a string or None, got {_describe(value)}"
+    if v.cursor is not None and not (isinstance(v.cursor, str) and v.cursor):
+        return f"cursor must be a non-empty string or None, got {_describe(v.cursor)}"
+    if v.page is not None:
+        return "an orders checkpoint has a cursor, not a page"
+    return None
+
+
+def _leaderboard_problem(v: Any) -> str | None:
+    """What is wrong with a leaderboard checkpoint's own fields: a page, and no filters."""
+    for name in ("address", "market", "status", "side", "cursor"):
+        if getattr(v, name) is not None:
+            return f"a leaderboard checkpoint has no {name}"
+    if not (_is_int(v.page) and v.page > 0):
+        return f"page must be a positive int, got {_describe(v.page)}"
+    return None
+
+
 @attrs.frozen(slots=True, kw_only=True)
 class Checkpoint:
     """Where a walk stands: the position just after the last item it yielded.
@@ -102,33 +141,10 @@ class Checkpoint:
         v: Any = self  # every field is checked as if it could hold anything
         if v.operation not in _FIELDS:
             return f"unknown operation {_describe(v.operation)}: expected {_OPERATIONS}"
-        if not isinstance(v.network, Network):
-            return f"network must be a Network, got {_describe(v.network)}"
-        if v.page_size is not None and not (_is_int(v.page_size) and v.page_size > 0):
-            return f"page_size must be a positive int or None, got {_describe(v.page_size)}"
-        if not (_is_int(v.consumed) and v.consumed >= 0):
-            return f"consumed must be an int >= 0, got {_describe(v.consumed)}"
-        if v.consumed == 0 and v.last is not None:
-            return "last must be None when nothing of the page was consumed"
-        if v.consumed > 0 and not (isinstance(v.last, str) and v.last):
-            return f"last must name the last item consumed, got {_describe(v.last)}"
-        if v.operation == "orders":
-            if not (isinstance(v.address, str) and v.address):
-                return f"address must be a non-empty string, got {_describe(v.address)}"
-            for name, value in (("market", v.market), ("status", v.status), ("side", v.side)):
-                if value is not None and not isinstance(value, str):
-                    return f"{name} must be a string or None, got {_describe(value)}"
-            if v.cursor is not None and not (isinstance(v.cursor, str) and v.cursor):
-                return f"cursor must be a non-empty string or None, got {_describe(v.cursor)}"
-            if v.page is not None:
-                return "an orders checkpoint has a cursor, not a page"
-        else:
-            for name in ("address", "market", "status", "side", "cursor"):
-                if getattr(v, name) is not None:
-                    return f"a leaderboard checkpoint has no {name}"
-            if not (_is_int(v.page) and v.page > 0):
-                return f"page must be a positive int, got {_describe(v.page)}"
-        return None
+        problem = _position_problem(v)
+        if problem is None:
+            problem = _orders_problem(v) if v.operation == "orders" else _leaderboard_problem(v)
+        return problem
 
     # --- JSON ---------------------------------------------------------------------------
 

@@ -352,10 +352,8 @@ def arrow_schema(model: type, *, decimal_scale: int = 18) -> pa.Schema:
 
 
 def _plan_of(walk: Walk[Any], scale: int) -> _Plan:
-    from ._walks import is_item_walk
-
     operation = walk.checkpoint.operation
-    if not is_item_walk(walk) or operation not in MODELS:
+    if not walk._of_items() or operation not in MODELS:
         raise TypeError(
             "columnar export is for walks of items (iter_orders, iter_leaderboard), "
             f"not a walk of pages ({operation})"
@@ -406,11 +404,9 @@ async def _runs(
 
 async def _abandon(walk: Walk[Any], settled: Checkpoint) -> None:
     """After a failed export: the walk ends, standing just after the last row handed out."""
-    from ._walks import settle
-
     with contextlib.suppress(RuntimeError):  # still stepping in another task: it ends there
         await walk.aclose()
-    settle(walk, settled)
+    walk._rewind(settled)
 
 
 def _combine(pa: types.ModuleType, run: list[Any]) -> Any:

@@ -14,9 +14,10 @@ time the same way, while its walk fetches ahead on the loop as the async walks d
   SyncClient dropped unclosed warns with a :class:`ResourceWarning` and stops its thread
   then: the thread holds no reference to the SyncClient, so it can be collected.
 
-The methods between the ``generated`` markers are written by ``python -m
-asyncapi_client._sync_gen`` from :class:`Client`'s own definitions (same names, parameters,
-types, defaults and docstrings); a test regenerates them and fails when they drift.
+The methods between the ``generated`` markers are written by ``python tools/sync_gen.py``
+(a development tool of the repository, not installed) from :class:`Client`'s own definitions
+(same names, parameters, types, defaults and docstrings); ``make test`` regenerates them and
+fails when they drift.
 ``with_response`` is made from those methods, as the async client's is.
 """
 
@@ -521,7 +522,7 @@ class SyncClient:
 
     __slots__ = ("__weakref__", "_finalizer", "_run", "_runner", "_target")
 
-    # --- generated: SyncClient from Client (python -m asyncapi_client._sync_gen) ---
+    # --- generated: SyncClient from Client (python tools/sync_gen.py) ---
     def __init__(
         self,
         network: Network | NetworkName = Network.MAINNET,

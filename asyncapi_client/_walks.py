@@ -36,7 +36,7 @@ from ._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
 if TYPE_CHECKING:
     import pyarrow
 
-__all__ = ["BoardPager", "CursorPager", "Walk", "is_item_walk", "item_walk", "page_walk", "settle"]
+__all__ = ["BoardPager", "CursorPager", "Walk", "item_walk", "page_walk"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -576,6 +576,17 @@ class Walk(Generic[T]):
 
     # --- columnar export (asyncapi-client[arrow]; the work is in _export) ---------------------
 
+    def _of_items(self) -> bool:
+        """True for a walk of items (orders, entries), False for a walk of pages: only a walk
+        of items goes to columns."""
+        return False
+
+    def _rewind(self, checkpoint: Checkpoint) -> None:
+        """A closed walk's checkpoint becomes ``checkpoint``: an export that failed hands out
+        no row of its batch, so the walk stands just after the last row it did hand out."""
+        assert self._closed
+        self._start, self._chunk = checkpoint, None
+
     async def to_arrow(
         self: Walk[Order] | Walk[LeaderboardEntry], *, decimal_scale: int = 18
     ) -> pyarrow.Table:
@@ -686,6 +697,9 @@ class _ItemWalk(Walk[T]):
     def _consumed(self, chunk: _Chunk) -> int:
         return self._i if self._index is None else self._index[self._i - 1] + 1
 
+    def _of_items(self) -> bool:
+        return True
+
     async def _close(self) -> None:
         self._n = self._i  # nothing more of the page at hand, either
         await super()._close()
@@ -726,15 +740,3 @@ def item_walk(pager: _Pager, start: Checkpoint, max_items: int | None) -> Walk[A
 def page_walk(pager: _Pager, start: Checkpoint) -> Walk[Any]:
     """A walk that hands out ``pager``'s pages."""
     return _PageWalk(pager, start)
-
-
-def is_item_walk(walk: Walk[Any]) -> bool:
-    """True for a walk of items (orders, entries), False for a walk of pages."""
-    return isinstance(walk, _ItemWalk)
-
-
-def settle(walk: Walk[Any], checkpoint: Checkpoint) -> None:
-    """A closed walk's checkpoint becomes ``checkpoint``: an export that failed hands out no
-    row of its batch, so the walk stands just after the last row it did hand out."""
-    assert walk._closed
-    walk._start, walk._chunk = checkpoint, None

@@ -1,6 +1,6 @@
 """SyncClient cannot drift from Client: same members, same signatures minus ``async``.
 
-The blocking methods are generated from Client's own code (asyncapi_client._sync_gen); these
+The blocking methods are generated from Client's own code (tools/sync_gen.py); these
 tests regenerate them and compare, and compare what ``inspect.signature`` sees at run time.
 ``tests/typing/sync.py`` proves the same types to mypy.
 """
@@ -16,9 +16,9 @@ from typing import Any, get_args, get_origin, get_type_hints
 import pytest
 
 from asyncapi_client import Client, SyncClient, SyncWalk, Walk
-from asyncapi_client import _sync_gen as gen
 from asyncapi_client._client import WithResponse
 from asyncapi_client._sync import SyncWithResponse
+from tools import sync_gen as gen
 
 #: Written by hand on both sides: the lifecycle.
 LIFECYCLE = {"close", "__aenter__", "__aexit__", "__enter__", "__exit__"}
@@ -44,7 +44,7 @@ IDS = [name for name, _, _ in TWINS]
 def test_the_generated_methods_are_up_to_date() -> None:
     current = gen.TARGET.read_text(encoding="utf-8")
     assert gen.generate(current, gen.SOURCE.read_text(encoding="utf-8")) == current, (
-        "run: python -m asyncapi_client._sync_gen"
+        f"run: {gen.COMMAND}"
     )
     assert gen.main(["--check"]) == 0
 

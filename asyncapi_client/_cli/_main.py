@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import signal
@@ -115,6 +116,119 @@ def _silence(stream: IO[str]) -> None:
         pass
 
 
+class _Ending:
+    """How a run ends: its exit status, once stdout is flushed, and each failure as one line
+    on stderr (after a usage text when there is one)."""
+
+    def __init__(self, stdout: IO[str], stderr: IO[str]) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def fail(self, message: str, status: int, usage: str = "") -> int:
+        """``status``, after ``message`` (and ``usage``) on stderr."""
+        try:
+            self.stdout.flush()
+        except BrokenPipeError:
+            _silence(self.stdout)
+        except (OSError, ValueError):
+            pass
+        lines = ([usage] if usage else []) + [f"{PROG}: error: {message}"]
+        self.stderr.write("".join(line + "\n" for line in lines))
+        self.stderr.flush()
+        return status
+
+    def cannot_write(self, exc: OutputWriteError) -> int:
+        """Status 1 for output that could not be written."""
+        _silence(self.stdout)  # what is still buffered goes nowhere, not to a failing flush
+        return self.fail(f"cannot write the output: {_one_line(exc)}", EXIT_API_ERROR)
+
+    def done(self, status: int, flush: Callable[[], None] | None = None) -> int:
+        """``status``, once everything written is flushed (or failed to be, in one line)."""
+        try:
+            with writing():
+                (self.stdout.flush if flush is None else flush)()
+        except BrokenPipeError:
+            _silence(self.stdout)
+        except OutputWriteError as exc:
+            return self.cannot_write(exc)
+        return status
+
+
+def _parse(arguments: list[str], ending: _Ending) -> tuple[argparse.Namespace | None, int]:
+    """The parsed arguments (checked for a usage error), or None and the status the run ends
+    with: after ``--version``, ``--help`` or a usage error."""
+    parser = build_parser(ending.stdout, dict(_COMMANDS))
+    try:
+        with writing():
+            args = parser.parse_args(arguments)
+            _parquet.check_usage(args)  # --format parquet: its own command, or a usage error
+    except ShowVersion:
+        try:
+            with writing():
+                ending.stdout.write(_version() + "\n")
+        except OutputWriteError as exc:
+            return None, ending.cannot_write(exc)
+        return None, ending.done(EXIT_OK)
+    except UsageError as exc:
+        return None, ending.fail(_one_line(exc), EXIT_USAGE, exc.usage)
+    except SystemExit as exc:  # --help
+        return None, ending.done(exc.code if isinstance(exc.code, int) else EXIT_OK)
+    except OutputWriteError as exc:  # --help to a full disk
+        return None, ending.cannot_write(exc)
+    return args, EXIT_OK
+
+
+def _context(
+    args: argparse.Namespace, ending: _Ending, env: Mapping[str, str]
+) -> tuple[Context, Output]:
+    """What the command works with (the renderer of its format, the retry lines when they
+    are shown), and the ``Output`` it writes stdout through."""
+    out_stream, err_stream = ending.stdout, ending.stderr
+    # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
+    piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
+    fmt: str = args.format or ("table" if isatty(out_stream) else piped)
+    width = _terminal_width(out_stream, env)
+    out = Output(out_stream, err_stream, width=width, wide=args.wide)
+    show_retries = args.verbose or isatty(err_stream)
+    on_retry = _retry_line(err_stream, args.max_retries + 1) if show_retries else None
+    # A file format writes nothing to stdout: its commands use only the renderer's Output.
+    render = renderer("jsonl" if fmt in FILE_FORMATS else fmt, out)
+    return Context(args, render, env, on_retry), out
+
+
+def _run(ctx: Context, out: Output, ending: _Ending) -> int:
+    """Run the command on a fresh event loop; every failure it ends with becomes one line
+    and its status."""
+    try:
+        with signals_saved():
+            try:
+                status: int = asyncio.run(stoppable(ctx.args.run(ctx)))
+            except BaseExceptionGroup as group:
+                raise _first_leaf(group) from None
+    except Interrupted as exc:  # SIGINT or SIGTERM: the command has unwound
+        return ending.fail(_one_line(exc), exit_status(exc.signum))
+    except ApiError as exc:
+        return ending.fail(_one_line(exc), EXIT_API_ERROR)
+    except UsageError as exc:
+        return ending.fail(_one_line(exc), EXIT_USAGE, exc.usage)
+    except ValueError as exc:  # an argument the Client refused before any request
+        return ending.fail(_one_line(exc), EXIT_USAGE)
+    except OutputError as exc:
+        return ending.fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
+    except OutputWriteError as exc:
+        return ending.cannot_write(exc)
+    except CheckpointWriteError as exc:
+        return ending.fail(f"cannot save the checkpoint: {_one_line(exc)}", EXIT_API_ERROR)
+    except RecursionError:
+        return ending.fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
+    except KeyboardInterrupt:  # before or after the loop ran
+        return ending.fail(_one_line(Interrupted(signal.SIGINT)), EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        _silence(ending.stdout)
+        return EXIT_OK
+    return ending.done(status, out.flush)
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -131,92 +245,11 @@ def main(
     ``stderr`` and ``environ`` default to the process's own; tests pass their own to run the
     CLI in-process.
     """
-    out_stream = sys.stdout if stdout is None else stdout
-    err_stream = sys.stderr if stderr is None else stderr
-    env = os.environ if environ is None else environ
-    arguments = list(sys.argv[1:] if argv is None else argv)
-
-    def fail(message: str, status: int, usage: str = "") -> int:
-        try:
-            out_stream.flush()
-        except BrokenPipeError:
-            _silence(out_stream)
-        except (OSError, ValueError):
-            pass
-        lines = ([usage] if usage else []) + [f"{PROG}: error: {message}"]
-        err_stream.write("".join(line + "\n" for line in lines))
-        err_stream.flush()
+    ending = _Ending(
+        sys.stdout if stdout is None else stdout, sys.stderr if stderr is None else stderr
+    )
+    args, status = _parse(list(sys.argv[1:] if argv is None else argv), ending)
+    if args is None:
         return status
-
-    def cannot_write(exc: OutputWriteError) -> int:
-        _silence(out_stream)  # what is still buffered goes nowhere, not to a failing flush
-        return fail(f"cannot write the output: {_one_line(exc)}", EXIT_API_ERROR)
-
-    def done(status: int, flush: Callable[[], None] = out_stream.flush) -> int:
-        """``status``, once everything written is flushed (or failed to be, in one line)."""
-        try:
-            with writing():
-                flush()
-        except BrokenPipeError:
-            _silence(out_stream)
-        except OutputWriteError as exc:
-            return cannot_write(exc)
-        return status
-
-    parser = build_parser(out_stream, dict(_COMMANDS))
-    try:
-        with writing():
-            args = parser.parse_args(arguments)
-            _parquet.check_usage(args)  # --format parquet: its own command, or a usage error
-    except ShowVersion:
-        try:
-            with writing():
-                out_stream.write(_version() + "\n")
-        except OutputWriteError as exc:
-            return cannot_write(exc)
-        return done(EXIT_OK)
-    except UsageError as exc:
-        return fail(_one_line(exc), EXIT_USAGE, exc.usage)
-    except SystemExit as exc:  # --help
-        return done(exc.code if isinstance(exc.code, int) else EXIT_OK)
-    except OutputWriteError as exc:  # --help to a full disk
-        return cannot_write(exc)
-
-    # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
-    piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
-    fmt: str = args.format or ("table" if isatty(out_stream) else piped)
-    width = _terminal_width(out_stream, env)
-    out = Output(out_stream, err_stream, width=width, wide=args.wide)
-    show_retries = args.verbose or isatty(err_stream)
-    on_retry = _retry_line(err_stream, args.max_retries + 1) if show_retries else None
-    # A file format writes nothing to stdout: its commands use only the renderer's Output.
-    ctx = Context(args, renderer("jsonl" if fmt in FILE_FORMATS else fmt, out), env, on_retry)
-    run = args.run
-    try:
-        with signals_saved():
-            try:
-                status: int = asyncio.run(stoppable(run(ctx)))
-            except BaseExceptionGroup as group:
-                raise _first_leaf(group) from None
-    except Interrupted as exc:  # SIGINT or SIGTERM: the command has unwound
-        return fail(_one_line(exc), exit_status(exc.signum))
-    except ApiError as exc:
-        return fail(_one_line(exc), EXIT_API_ERROR)
-    except UsageError as exc:
-        return fail(_one_line(exc), EXIT_USAGE, exc.usage)
-    except ValueError as exc:  # an argument the Client refused before any request
-        return fail(_one_line(exc), EXIT_USAGE)
-    except OutputError as exc:
-        return fail(f"cannot print the answer: {_one_line(exc)}", EXIT_API_ERROR)
-    except OutputWriteError as exc:
-        return cannot_write(exc)
-    except CheckpointWriteError as exc:
-        return fail(f"cannot save the checkpoint: {_one_line(exc)}", EXIT_API_ERROR)
-    except RecursionError:
-        return fail("cannot print the answer: it nests too deeply", EXIT_API_ERROR)
-    except KeyboardInterrupt:  # before or after the loop ran
-        return fail(_one_line(Interrupted(signal.SIGINT)), EXIT_INTERRUPTED)
-    except BrokenPipeError:
-        _silence(out_stream)
-        return EXIT_OK
-    return done(status, out.flush)
+    ctx, out = _context(args, ending, os.environ if environ is None else environ)
+    return _run(ctx, out, ending)

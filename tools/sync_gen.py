@@ -1,8 +1,10 @@
 """Writes SyncClient's methods from Client's own code (``with_response`` is made from them).
 
-``python -m asyncapi_client._sync_gen`` rewrites the regions between the ``generated``
-markers of ``_sync.py``; ``--check`` only says whether they are up to date (exit status 1
-when not). tests/test_sync_typing.py runs the check, so the two clients cannot drift.
+``python tools/sync_gen.py`` (from the project's virtualenv, whose ruff formats the result)
+rewrites the regions between the ``generated`` markers of ``asyncapi_client/_sync.py``;
+``--check`` only says whether they are up to date (exit status 1 when not). ``make test``
+runs the check and tests/test_sync_typing.py the generator, so the two clients cannot
+drift. A development tool of the repository: not part of the installed package.
 
 Each public member of the async class becomes, with the same parameters (names, kinds,
 annotations and defaults, copied from the syntax tree) and the same docstring:
@@ -27,9 +29,12 @@ from typing import Final
 
 __all__ = ["generate", "main"]
 
-_PACKAGE: Final = Path(__file__).resolve().parent
+_ROOT: Final = Path(__file__).resolve().parent.parent
+_PACKAGE: Final = _ROOT / "asyncapi_client"
 SOURCE: Final = _PACKAGE / "_client.py"
 TARGET: Final = _PACKAGE / "_sync.py"
+#: How to run the generator, as its messages name it.
+COMMAND: Final = "python tools/sync_gen.py"
 
 #: Members of Client written by hand in _sync.py (or with no blocking twin).
 _HANDWRITTEN: Final = frozenset({"close", "__aenter__", "__aexit__"})
@@ -58,7 +63,7 @@ def _edit_doc(cls: str, name: str, doc: str) -> str:
     """The async member's docstring as the blocking twin's."""
     for old, new in _DOC_EDITS.get((cls, name), ()):
         if old not in doc:
-            raise SystemExit(f"{cls}.{name}'s docstring no longer has {old!r}: update _sync_gen")
+            raise SystemExit(f"{cls}.{name}'s docstring no longer has {old!r}: update sync_gen")
         doc = doc.replace(old, new)
     return doc.replace(":meth:`Client.", ":meth:`SyncClient.")
 
@@ -70,7 +75,7 @@ def _is_walk(node: ast.expr | None) -> bool:
 def _call_arguments(args: ast.arguments, where: str) -> str:
     """``a, b, *, c=c`` as the call that forwards every parameter of ``args`` (less self)."""
     if args.vararg is not None or args.kwarg is not None:
-        raise SystemExit(f"{where}: *args/**kwargs are not supported by _sync_gen")
+        raise SystemExit(f"{where}: *args/**kwargs are not supported by sync_gen")
     positional = [a.arg for a in [*args.posonlyargs, *args.args][1:]]
     keywords = [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
     return ", ".join([*positional, *keywords])
@@ -98,7 +103,7 @@ def _twin(cls: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Functio
     if decorators == ["property"] and isinstance(node, ast.FunctionDef):
         statement = f"return self._target.{name}"
     elif decorators:
-        raise SystemExit(f"{where}: decorators {decorators} are not supported by _sync_gen")
+        raise SystemExit(f"{where}: decorators {decorators} are not supported by sync_gen")
     else:
         call = f"self._target.{name}({_call_arguments(node.args, where)})"
         if name == "__init__":
@@ -152,7 +157,7 @@ _REGIONS: Final = (("SyncClient", "Client"),)
 
 
 def _begin_marker(region: str, cls: str) -> str:
-    return f"    # --- generated: {region} from {cls} (python -m asyncapi_client._sync_gen) ---"
+    return f"    # --- generated: {region} from {cls} ({COMMAND}) ---"
 
 
 _END_MARKER: Final = "    # --- end generated ---"
@@ -174,10 +179,13 @@ def _format(text: str) -> str:
         capture_output=True,
         text=True,
         check=False,
-        cwd=_PACKAGE.parent,
+        cwd=_ROOT,
     )
     if done.returncode != 0:
-        raise SystemExit(f"ruff format failed:\n{done.stderr}")
+        raise SystemExit(
+            f"ruff format failed (run this with the project's virtualenv: "
+            f".venv/bin/python tools/sync_gen.py):\n{done.stderr}"
+        )
     return done.stdout
 
 
@@ -203,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = generate(current, SOURCE.read_text(encoding="utf-8"))
     if "--check" in args:
         if wanted != current:
-            print(f"{TARGET} is out of date: run python -m asyncapi_client._sync_gen")
+            print(f"{TARGET} is out of date: run {COMMAND}")
             return 1
         return 0
     if wanted != current:
