@@ -21,7 +21,9 @@ import abc
 import asyncio
 import math
 import re
+import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
@@ -247,7 +249,8 @@ def _merged(stored: Mapping[str, str], fresh: Mapping[str, str]) -> CIMultiDictP
 
 class Entry(NamedTuple):
     """One stored answer: its body as received, what a Response shows of it, its validators,
-    when it was stored (``time.time()``) and for how many seconds it is fresh."""
+    when it was stored (on its backend's clock, :meth:`CacheBackend.now`) and for how many
+    seconds it is fresh."""
 
     body: bytes
     status: int
@@ -331,7 +334,8 @@ class CacheBackend(abc.ABC):
 
     ``ttl`` names the operations it answers; ``stale_if_error`` how stale an entry may be
     and still be served when its refresh fails. Identical concurrent misses of one process
-    share one request here (``_flights``); across processes ``_lock`` / ``_unlock`` decide.
+    share one request here (``flights()``, per event loop: clients on several loops may share
+    one cache); across processes ``_lock`` / ``_unlock`` decide.
     """
 
     #: Entries shared with other processes: after taking the fetch lock, read the entry
@@ -341,7 +345,25 @@ class CacheBackend(abc.ABC):
     def __init__(self, ttl: Mapping[OperationName, float] | None, stale_if_error: float) -> None:
         self.ttl: Mapping[str, float] = _check_ttl(DEFAULT_TTL if ttl is None else ttl)
         self.stale_if_error: float = _check_seconds(stale_if_error, "stale_if_error")
-        self._flights: dict[str, asyncio.Future[Any]] = {}
+        #: Per event loop: the fetches in flight, by key (a future belongs to its loop).
+        self._flights: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[str, asyncio.Future[Any]]
+        ] = weakref.WeakKeyDictionary()
+        self._flights_lock = threading.Lock()
+
+    def now(self) -> float:
+        """The clock entries' times are on (seconds): the wall clock, which every process of
+        a fleet shares; a backend of one process uses a clock that does not step."""
+        return time.time()
+
+    def flights(self) -> dict[str, asyncio.Future[Any]]:
+        """The fetches in flight on the running loop, by key."""
+        loop = asyncio.get_running_loop()
+        flights = self._flights.get(loop)
+        if flights is None:
+            with self._flights_lock:
+                flights = self._flights.setdefault(loop, {})
+        return flights
 
     def _keep(self, operation: str, entry: Entry) -> float:
         """Seconds to keep ``entry``: fresh, then at least ``max(ttl, stale_if_error)`` stale."""
@@ -380,13 +402,18 @@ class CacheBackend(abc.ABC):
 class MemoryCache(CacheBackend):
     """Entries kept in this process, least recently used dropped first.
 
-    Several clients of one event loop may share it (a client never closes it); identical
-    concurrent misses of all of them share one request.
+    Several clients may share it, on one event loop or several (two ``SyncClient`` clients, a
+    ``SyncClient`` and an async ``Client``); a client never closes it. Identical concurrent
+    misses of the clients of one loop share one request. Ages are measured on a clock that
+    does not step (``time.monotonic``).
 
     Args:
         ttl: operation name -> seconds an answer stays fresh; only these operations are
             cached (default ``{"tokens": 300.0, "token_markets": 60.0}``).
         max_entries: at most this many entries; the least recently used goes first.
+        max_bytes: the stored bodies (as received) never take more than this in all; the
+            least recently used go first, and an answer larger than an eighth of it is not
+            stored.
         stale_if_error: seconds an entry may be stale and still be served when its
             refresh fails (connection failure, timeout, 5xx, 429) after its retries.
     """
@@ -396,59 +423,91 @@ class MemoryCache(CacheBackend):
         ttl: Mapping[OperationName, float] | None = None,
         *,
         max_entries: int = 10_000,
+        max_bytes: int = 64 * 2**20,
         stale_if_error: float = 0.0,
     ) -> None:
         super().__init__(ttl, stale_if_error)
-        given: object = max_entries
-        if isinstance(given, bool) or not isinstance(given, int) or given <= 0:
-            raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
-        self.max_entries: int = max_entries
+        self.max_entries: int = _positive(max_entries, "max_entries")
+        self.max_bytes: int = _positive(max_bytes, "max_bytes")
         self._entries: OrderedDict[str, tuple[Entry, float]] = OrderedDict()
+        self._bytes = 0
+        #: Clients on other threads' loops may share it: every change under this lock.
+        self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
         return (
             f"MemoryCache(ttl={dict(self.ttl)!r}, max_entries={self.max_entries}, "
-            f"stale_if_error={self.stale_if_error:g})"
+            f"max_bytes={self.max_bytes}, stale_if_error={self.stale_if_error:g})"
         )
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def bytes(self) -> int:
+        """The bytes the stored bodies take now."""
+        return self._bytes
+
+    def now(self) -> float:
+        return time.monotonic()
+
     async def _get(self, key: str, bound: float) -> Entry | None:
-        found = self._entries.get(key)
-        if found is None:
-            return None
-        entry, until = found
-        if time.time() >= until:
-            del self._entries[key]
-            return None
-        self._entries.move_to_end(key)
-        return entry
+        with self._mutex:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            entry, until = found
+            if time.monotonic() >= until:
+                self._remove(key)
+                return None
+            self._entries.move_to_end(key)
+            return entry
 
     def _fresh(self, key: str) -> Entry | None:
-        found = self._entries.get(key)
-        if found is None:
-            return None
-        entry = found[0]
-        now = time.time()  # Entry.fresh, inline: this is the path of every in-process hit
-        if not entry.stored_at - CLOCK_SKEW <= now < entry.stored_at + entry.lifetime:
-            return None
-        self._entries.move_to_end(key)
-        return entry
+        with self._mutex:
+            found = self._entries.get(key)
+            if found is None:
+                return None
+            entry = found[0]
+            now = time.monotonic()  # Entry.fresh, inline: the path of every in-process hit
+            if not entry.stored_at - CLOCK_SKEW <= now < entry.stored_at + entry.lifetime:
+                return None
+            self._entries.move_to_end(key)
+            return entry
 
     async def _put(self, key: str, entry: Entry, keep: float, bound: float) -> None:
-        entries = self._entries
-        entries[key] = (entry, entry.stored_at + keep)
-        entries.move_to_end(key)
-        while len(entries) > self.max_entries:
-            entries.popitem(last=False)
+        size = len(entry.body)
+        with self._mutex:
+            self._remove(key)
+            if size > self.max_bytes // 8:
+                return  # one answer must not push out an eighth of the cache
+            entries = self._entries
+            entries[key] = (entry, entry.stored_at + keep)
+            self._bytes += size
+            while len(entries) > self.max_entries or self._bytes > self.max_bytes:
+                _, (dropped, _) = entries.popitem(last=False)
+                self._bytes -= len(dropped.body)
+
+    def _remove(self, key: str) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._bytes -= len(found[0].body)
 
     async def _drop(self, key: str, bound: float) -> None:
-        self._entries.pop(key, None)
+        with self._mutex:
+            self._remove(key)
 
     async def clear(self) -> None:
         """Drop every entry."""
-        self._entries.clear()
+        with self._mutex:
+            self._entries.clear()
+            self._bytes = 0
+
+
+def _positive(value: object, argument: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{argument} must be a positive int, got {value!r}")
+    return value
 
 
 # --- the stage ----------------------------------------------------------------------------
@@ -586,12 +645,12 @@ async def cached_call(
             entry = _usable(await cache._get(key, bound), sent)
         except _Unavailable:
             return (await send(request))._replace(cache="miss")
-        if entry is not None and entry.fresh(time.time()):
+        if entry is not None and entry.fresh(cache.now()):
             hit = _from_entry(request, entry, entry.headers, 0, started)
             if hit is not None:
                 return hit._replace(cache="hit")
             entry = None  # fetched again, and replaced
-        flight = cache._flights.get(key)
+        flight = cache.flights().get(key)
         if flight is None:
             break
         shared = await asyncio.shield(flight)  # another task of this process fetches it
@@ -601,11 +660,12 @@ async def cached_call(
                 return result  # type: ignore[no-any-return]
             # its answer varies on a header this client sends otherwise: fetch our own
     flight = asyncio.get_running_loop().create_future()
-    cache._flights[key] = flight
+    flights = cache.flights()
+    flights[key] = flight
     try:
         result = await _lead(cache, request, key, entry, send, bound, started, sent)
     except BaseException as exc:
-        del cache._flights[key]
+        del flights[key]
         if isinstance(exc, asyncio.CancelledError) or (
             isinstance(exc, ApiError) and exc._own_deadline
         ):  # the fetcher's own deadline is not the others': one of them fetches
@@ -614,7 +674,7 @@ async def cached_call(
             flight.set_exception(exc)
             flight.exception()  # retrieved: no "never retrieved" warning when nobody waited
         raise
-    del cache._flights[key]
+    del flights[key]
     # with what this client sends: a client sending other values of the headers the answer
     # varies on does not take it
     flight.set_result((result, sent))
@@ -641,7 +701,7 @@ async def _lead(
             stored = _usable(await cache._get(key, bound), sent)
         except _Unavailable:
             return (await send(request))._replace(cache="miss")
-        hit, stored = _stored_answer(request, stored, started)
+        hit, stored = _stored_answer(request, stored, started, cache.now())
         if hit is not None:
             return hit
         return await _fetch(cache, request, key, stored or entry, send, bound, started, sent)
@@ -651,7 +711,7 @@ async def _lead(
                 stored = _usable(await cache._get(key, bound), sent)
             except _Unavailable:
                 stored = None
-            hit, stored = _stored_answer(request, stored, started)
+            hit, stored = _stored_answer(request, stored, started, cache.now())
             if hit is not None:
                 return hit
             entry = stored or entry
@@ -661,13 +721,13 @@ async def _lead(
 
 
 def _stored_answer(
-    request: Request[T], stored: Entry | None, started: float
+    request: Request[T], stored: Entry | None, started: float, now: float
 ) -> tuple[Cached[T] | None, Entry | None]:
     """What another process's entry gives: the hit while it is fresh, else the entry to
     revalidate (None: missing, or fresh but not decodable, so not worth asking about)."""
     if stored is None:
         return None, None
-    if not stored.fresh(time.time()):
+    if not stored.fresh(now):
         return None, stored
     hit = _from_entry(request, stored, stored.headers, 0, started)
     return (None, None) if hit is None else (hit._replace(cache="hit"), stored)
@@ -706,7 +766,7 @@ async def _fetch(
                     headers=headers,
                     etag=etag,
                     last_modified=modified,
-                    stored_at=time.time(),
+                    stored_at=cache.now(),
                     lifetime=lifetime,
                     varied=_varied(headers, sent),
                 )
@@ -714,7 +774,7 @@ async def _fetch(
             return confirmed._replace(headers=headers, cache="revalidated")
         if (
             _servable_on_error(exc)
-            and entry.age(time.time()) - entry.lifetime <= cache.stale_if_error
+            and entry.age(cache.now()) - entry.lifetime <= cache.stale_if_error
             and may_serve_stale(entry.headers)
         ):
             stale = _from_entry(request, entry, entry.headers, exc.attempts, started)
@@ -735,7 +795,7 @@ async def _fetch(
             outcome.url,
             etag,
             modified,
-            time.time(),
+            cache.now(),
             lifetime,
             _varied(answered, sent),
         )
