@@ -179,12 +179,42 @@ def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
         return 0.0
     max_age = found.get("max-age")
     if max_age is None:
-        lifetime = ttl
+        lifetime = 0.0 if _expired(headers) else ttl
     elif not _DIGITS(max_age):
         return None
     else:
         lifetime = min(ttl, float(int(max_age)))
     return max(0.0, lifetime - age)
+
+
+def _expired(headers: Mapping[str, str]) -> bool:
+    """Whether ``Expires`` says the answer is stale already: at or before its ``Date`` (or
+    now, without one), or not a date at all ("0": in the past, RFC 9111 section 5.3)."""
+    given = _values(headers, "Expires")
+    if not given:
+        return False
+    expires = _http_date(given[0]) if len(given) == 1 else None
+    if expires is None:
+        return True
+    dates = _values(headers, "Date")
+    date = _http_date(dates[0]) if len(dates) == 1 else None
+    return expires <= (time.time() if date is None else date)
+
+
+def _http_date(text: str) -> float | None:
+    """An HTTP date as a Unix time, or None when it is not one."""
+    try:
+        parsed = parsedate_to_datetime(text.strip())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if parsed.tzinfo is None:
+        return None
+    return parsed.timestamp()
+
+
+def _strong(etag: str | None) -> str | None:
+    """``etag`` when it is a strong validator (not ``W/``), else None."""
+    return etag if etag is not None and not etag.startswith("W/") else None
 
 
 def may_serve_stale(headers: Mapping[str, str]) -> bool:
@@ -752,6 +782,10 @@ async def _fetch(
         if entry is None:
             raise
         if asked is not None and isinstance(exc, StatusError) and exc.status == 304:
+            sent_back = _strong(validators(exc.headers)[0])
+            if sent_back is not None and sent_back != entry.etag:
+                # it confirms another representation than ours (RFC 9111, 4.3.4): ask whole
+                return await _fetch(cache, request, key, None, send, bound, started, sent)
             confirmed = _from_entry(request, entry, entry.headers, exc.attempts, started)
             if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
                 await cache._drop(key, bound)
