@@ -2,7 +2,7 @@
 
 ``python -m asyncapi_client._sync_gen`` rewrites the regions between the ``generated``
 markers of ``_sync.py``; ``--check`` only says whether they are up to date (exit status 1
-when not). tests/test_sync_typing.py runs the check, so the two clients cannot drift.
+when not). tests/sync/test_sync_typing.py runs the check, so the two clients cannot drift.
 
 Each public member of the async class becomes, with the same parameters (names, kinds,
 annotations and defaults, copied from the syntax tree) and the same docstring:

@@ -1,4 +1,4 @@
-"""A polled identifier's request is made once and kept (issue 23's request path).
+"""A polled identifier's request is made once and kept, not built again on every call.
 
 ``token_markets``, ``pool`` and ``user`` keep the Request of their latest identifiers, and
 the client's own session keeps the URL objects of short query-less URLs, so that a bot
@@ -16,9 +16,8 @@ import pytest
 
 from asyncapi_client import Client, Network, RequestTimeoutError
 from asyncapi_client.testing import FakeServer
-
-from ._oracle import oracle_reply
-from ._pages import serve_pools, serving
+from tests._oracle import oracle_reply
+from tests._pages import serve_pools, serving
 
 pytestmark = pytest.mark.asyncio
 

@@ -18,7 +18,7 @@ import asyncapi_client
 from tests._oracle import pool_json
 
 DIST = "asyncapi-client"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_version_matches_the_installed_metadata() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "rate-limits.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "rate-limits.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
 #: (preceded by a fragment mark, code) for every python block
 BLOCKS = [

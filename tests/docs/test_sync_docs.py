@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "sync.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "sync.md"
 TEXT = GUIDE.read_text(encoding="utf-8")
 BLOCKS = re.findall(r"(<!-- fragment -->\n)?```python\n(.*?)```", TEXT, re.DOTALL)
 PROGRAMS = [code for fragment, code in BLOCKS if not fragment]

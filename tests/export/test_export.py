@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import re
 import subprocess
 import sys
@@ -570,7 +569,7 @@ def test_without_pyarrow_each_export_raises_an_import_error_naming_the_extra() -
         text=True,
         timeout=60,
         check=False,
-        cwd=os.path.dirname(os.path.dirname(__file__)),
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -689,7 +688,7 @@ async def test_a_path_must_be_text(served: tuple[FakeServer, Client]) -> None:
 
 # --- the guide ----------------------------------------------------------------------------
 
-GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "export.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "export.md"
 
 
 def guide_programs() -> list[str]:
@@ -703,7 +702,7 @@ def guide_programs() -> list[str]:
         if language == "sh":  # the install line
             assert body.startswith("pip install"), body
             continue
-        if language == "text":  # what a program prints (tests/test_examples.py checks it)
+        if language == "text":  # what a program prints (tests/docs/test_examples.py checks it)
             continue
         assert language == "python", language
         programs.append(body)

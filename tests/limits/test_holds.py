@@ -2,7 +2,7 @@
 
 The fake exchange stamps each request as it arrives: waits are measured there, not on the
 client's clock. The fleet-wide versions (a RedisLimiter, other processes) are in
-``test_fleet.py`` and ``test_fleet_processes.py``.
+``tests/fleet/test_redis_limiter.py`` and ``tests/fleet/test_fleet_processes.py``.
 """
 
 from __future__ import annotations

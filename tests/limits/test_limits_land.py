@@ -1,7 +1,7 @@
 """Rate limits hold where the requests land: a loopback server logs the kernel's arrival
 time of each request (``tests/_arrivals.py``), and that log is what is counted, not the
 limiter's clock. One process here; four real processes on a real redis-server are in
-``test_fleet_processes.py``.
+``tests/fleet/test_fleet_processes.py``.
 """
 
 from __future__ import annotations
