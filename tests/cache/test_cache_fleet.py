@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from asyncapi_client.testing import FakeExchange, FakeServer
-from tests.test_cache_redis import keys_and_ttls, until_waiting
+from tests._rediscache import keys_and_ttls, until_waiting
 
 if TYPE_CHECKING:
     from tests._redis import RedisServer
 
 pytest_plugins = ("tests._redis",)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 4
 TOKENS = 5
 #: A run's bound (a loaded machine is slow, but nothing may hang).

@@ -1,6 +1,6 @@
 """``asyncapi_client.fleet.RedisCache`` against a real redis-server, in one process: each
 ``RedisCache`` object stands for a process of the fleet (its own flights, its own waits).
-The processes test is tests/test_cache_fleet.py."""
+The processes test is tests/cache/test_cache_fleet.py."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from asyncapi_client import Client, NotFoundError
 from asyncapi_client import _rediscache as rediscache_module
 from asyncapi_client.fleet import RedisCache
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
+from tests._rediscache import keys_and_ttls, until_waiting
 
 if TYPE_CHECKING:
     from tests._redis import RedisServer
@@ -27,8 +28,6 @@ pytest_plugins = ("tests._redis",)
 ETAG = '"e1"'
 #: A stored-at time far enough ahead to keep an entry fresh through the test.
 FAR = time.time()
-#: How long a condition on Redis may take to hold on a loaded machine (a bound, not a pace).
-WAIT = 20.0
 
 
 @pytest.fixture
@@ -46,31 +45,6 @@ def client_for(server: FakeServer, cache: RedisCache, **options: Any) -> Client:
 
 def sent(server: FakeServer, operation: str = "tokens") -> list[RecordedRequest]:
     return [r for r in server.requests if r.operation == operation]
-
-
-async def keys_and_ttls(url: str) -> dict[bytes, int]:
-    redis = aredis.Redis.from_url(url)
-    try:
-        return {key: await redis.pttl(key) async for key in redis.scan_iter(match="*")}
-    finally:
-        await redis.aclose()
-
-
-async def until_waiting(url: str, count: int) -> None:
-    """Until ``count`` processes are registered as waiting for a fetch (a bounded poll of
-    Redis: nothing there notifies the test)."""
-    redis = aredis.Redis.from_url(url)
-    try:
-        async with asyncio.timeout(WAIT):
-            while True:
-                waiting = 0
-                async for key in redis.scan_iter(match="asyncapi_client:cache:*:w:*"):
-                    waiting += await redis.llen(key)
-                if waiting >= count:
-                    return
-                await asyncio.sleep(0.005)
-    finally:
-        await redis.aclose()
 
 
 async def test_a_fresh_entry_is_shared_by_every_process(server: FakeServer, redis_url: str) -> None:

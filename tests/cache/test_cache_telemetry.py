@@ -1,37 +1,26 @@
 """The span of a cached operation says where its value came from: ``asyncapi_client.cache``,
-seen through the real OpenTelemetry SDK's in-memory exporter. The SDK's tracer provider can
-be set once per process: this module uses the exporter of tests/test_telemetry.py, on the
-provider that module sets, or sets one with that exporter itself when it runs first."""
+seen through the real OpenTelemetry SDK's in-memory exporter (tests/_telemetry.py, which
+sets the SDK's providers once per process for every module that looks at spans)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from asyncapi_client import Client, MemoryCache, NotFoundError
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
-from tests.test_telemetry import EXPORTER
+from tests._telemetry import EXPORTER, install_providers, spans
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _tracing() -> None:
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(provider)
+    install_providers()
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     EXPORTER.clear()
-
-
-def spans() -> list[ReadableSpan]:
-    return list(EXPORTER.get_finished_spans())
 
 
 ETAG = '"t1"'

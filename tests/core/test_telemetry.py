@@ -1,8 +1,8 @@
 """OpenTelemetry (``asyncapi_client/_telemetry.py``): the contract's spans and metrics, seen
 through the real SDK's in-memory span exporter and metric reader (no mocks).
 
-The SDK's providers are global and can be set once per process: one fixture sets them for
-the whole session; each test clears what the previous one left.
+The SDK's providers are global and can be set once per process (tests/_telemetry.py sets
+them for the whole session); each test clears what the previous one left.
 """
 
 from __future__ import annotations
@@ -13,12 +13,7 @@ import sys
 from typing import Any
 
 import pytest
-from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import Counter, Histogram, MeterProvider
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
 import asyncapi_client
@@ -27,32 +22,18 @@ from asyncapi_client.testing import FakeServer
 from tests._oracle import pool_json
 from tests._pages import StaticBoard, serve_board, serving
 from tests._rawserver import RawServer, close, respond
-
-EXPORTER = InMemorySpanExporter()
-READER = InMemoryMetricReader(
-    preferred_temporality={
-        Counter: AggregationTemporality.DELTA,
-        Histogram: AggregationTemporality.DELTA,
-    }
-)
+from tests._telemetry import EXPORTER, READER, install_providers, spans
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _providers() -> None:
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    trace.set_tracer_provider(provider)
-    metrics.set_meter_provider(MeterProvider(metric_readers=[READER]))
+    install_providers()
 
 
 @pytest.fixture(autouse=True)
 def _fresh() -> None:
     EXPORTER.clear()
     READER.get_metrics_data()  # delta temporality: reading empties the window
-
-
-def spans() -> list[ReadableSpan]:
-    return list(EXPORTER.get_finished_spans())
 
 
 def points() -> dict[str, list[Any]]:

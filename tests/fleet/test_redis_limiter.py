@@ -33,7 +33,7 @@ from asyncapi_client import fleet as fleet_module
 from asyncapi_client._limiters import MAX_HOLD, OperationName
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, HOLD_SEEN, RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
-from tests.test_limiters import max_in_window, starts_after
+from tests._windows import max_in_window, starts_after
 
 if TYPE_CHECKING:
     from tests._redis import RedisServer

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Sequence
 
 import pytest
 
@@ -14,36 +13,9 @@ from asyncapi_client._limiters import (
     DEFAULT_MARGIN,
     MAX_HOLD,
     check_weights,
-    earliest_start,
-    pacing,
     shown_retry_after,
 )
-from tests._windows import most_in_any_window, throughput_floor
-
-NEVER = -math.inf
-
-
-def starts_after(
-    rates: Sequence[Rate], requests: Sequence[tuple[float, int]], margin: float = 0.0
-) -> list[float]:
-    """Reserve ``(arrival time, weight)`` requests in order; the start each one gets."""
-    windows: list[list[float]] = [[] for _ in rates]
-    last = NEVER
-    pace = pacing(rates, margin)
-    out = []
-    for now, weight in requests:
-        start = earliest_start(now, last, rates, windows, weight, margin)
-        last = start + weight * pace
-        for times in windows:
-            times.extend([start] * weight)
-        out.append(start)
-    return out
-
-
-def max_in_window(starts: Sequence[float], seconds: float) -> int:
-    """Most starts in any half-open window ``(t - seconds, t]``."""
-    eps = 1e-9  # float sums: t - seconds may land a hair below a start it equals
-    return max(sum(1 for s in starts if t - seconds + eps < s <= t) for t in starts)
+from tests._windows import max_in_window, most_in_any_window, starts_after, throughput_floor
 
 
 @pytest.mark.parametrize(
