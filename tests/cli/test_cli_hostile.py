@@ -268,8 +268,8 @@ def test_server_text_reaches_a_terminal_only_as_visible_escapes(fmt: str) -> Non
 
 
 def test_off_a_terminal_jsonl_keeps_the_data_and_csv_escapes_it_as_on_one() -> None:
-    """Third round: what is written to a pipe or a file may reach a terminal too (``| cat``):
-    jsonl escapes what a terminal acts on (the same data once parsed), csv as in a table."""
+    """What is written to a pipe or a file may reach a terminal too (``| cat``): jsonl
+    escapes what a terminal acts on (the same data once parsed), csv as in a table."""
     with tokens_server([token(name=EVIL)]) as url:
         csv_run = cli("--format", "csv", "tokens", env={"ASYNCAPI_BASE_URL": url}).ok()
         jsonl_run = cli("--format", "jsonl", "tokens", env={"ASYNCAPI_BASE_URL": url}).ok()

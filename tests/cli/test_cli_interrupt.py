@@ -1,5 +1,5 @@
-"""A walk printed as one JSON array, stopped mid-walk (third round): by SIGINT, by SIGTERM or
-by a failure, it still ends its array, so what was written parses; the exit status says it
+"""A walk printed as one JSON array, stopped mid-walk by SIGINT, by SIGTERM or by a
+failure, still ends its array, so what was written parses; the exit status says it
 did not complete (130, 143, 1) with one line on stderr.
 
 The CLI runs as a process with its stdout piped; the fake exchange holds the pages after the

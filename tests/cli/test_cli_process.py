@@ -252,7 +252,7 @@ async def test_interrupting_a_walk_exits_130_with_one_line_and_an_ended_array(
     ignored: bool,
 ) -> None:
     """Ctrl-C ends a walk, even when the process started with SIGINT ignored; the JSON array
-    it began is ended, so what was written parses (third round: one line on stderr)."""
+    it began is ended, so what was written parses, and stderr gets one line."""
     async with held_board() as (_, url):
         proc = await start_walk(url, ("ignore",) if ignored else ())
         try:

@@ -1,5 +1,5 @@
-"""The command line's output is safe wherever it is written (third round): run as a process
-with its stdout piped or sent to a file, against a server whose names are hostile.
+"""The command line's output is safe wherever it is written: run as a process with its
+stdout piped or sent to a file, against a server whose names are hostile.
 
 ``csv``: a text cell a spreadsheet would run as a formula gets a leading ``'``, control and
 bidirectional characters are escaped as in ``table``, numbers are written as they are.

@@ -35,21 +35,21 @@ CONTRACT_CLASSES = {
     "DecodeError",
     "ResponseTooLargeError",
     "PaginationError",
-    # Second round: limiters
+    # Rate limits
     "Rate",
     "LocalLimiter",
     "Limiter",
     "Admission",
     "LimiterError",
-    # Second round: per-call results and retry events
+    # Per-call results and retry events
     "Response",
     "RetryEvent",
-    # Second round: resumable walks
+    # Resumable walks
     "Walk",
     "Checkpoint",
-    # Third round: cached reference data
+    # Cached reference data
     "MemoryCache",
-    # Third round: the sync client, and the type of its streams (for annotations)
+    # The sync client, and the type of its streams (for annotations)
     "SyncClient",
     "SyncWalk",
 }

@@ -1,5 +1,5 @@
-"""Hostile servers, third round: whatever a server sends, only an ApiError (or a value) comes
-out of a call. Raw sockets (tests/_rawserver.py) write the bytes aiohttp.web would not."""
+"""Hostile servers: whatever a server sends, only an ApiError (or a value) comes out of a
+call. Raw sockets (tests/_rawserver.py) write the bytes aiohttp.web would not."""
 
 from __future__ import annotations
 

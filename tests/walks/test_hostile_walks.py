@@ -1,6 +1,6 @@
-"""Walks against servers that repeat themselves, third round: any cursor or any page seen
-before in the walk ends it with PaginationError before anything is yielded twice, and what
-the walk keeps for that is 16 bytes a page.
+"""Walks against servers that repeat themselves: any cursor or any page seen before in the
+walk ends it with PaginationError before anything is yielded twice, and what the walk
+keeps for that is 16 bytes a page.
 
 Every server here is bounded (past ``BUDGET`` requests it answers 410), so a walk that would
 loop fails its test instead of hanging it.

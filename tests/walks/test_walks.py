@@ -62,7 +62,7 @@ async def collect_orders(client: Client, into: list[Order], **kwargs: int | None
             into.append(order)
 
 
-# --- issue 13 item 2: leaderboard walks that always end ---------------------------------------
+# --- leaderboard walks that always end ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("max_items", [5, None])
@@ -145,7 +145,7 @@ async def test_a_page_that_brings_some_new_entries_is_not_an_error() -> None:
     assert [e.rank for e in got] == [1, 2, 3, 4, 5, 6]
 
 
-# --- issue 13 item 6: an entry is its address -------------------------------------------------
+# --- an entry is its address ----------------------------------------------------------------------
 
 
 async def test_a_tie_split_across_two_pages_keeps_both_entries() -> None:
@@ -186,7 +186,7 @@ async def test_an_address_already_yielded_is_skipped_whatever_its_rank() -> None
     ]
 
 
-# --- issue 13 gaps: memory of a cursor walk ----------------------------------------------------
+# --- memory of a cursor walk ----------------------------------------------------------------------
 
 #: A cursor of 8 KB: as long as a request line may be (8190 bytes), yet 60 of them are 480 KB.
 CURSOR_PAD = 8000
@@ -274,7 +274,7 @@ async def test_an_empty_cursor_page_still_simply_ends_the_walk() -> None:
     assert len(server.requests) == 3  # two full pages, then the empty one
 
 
-# --- issue 15: the Walk object ----------------------------------------------------------------
+# --- the Walk object ------------------------------------------------------------------------------
 
 
 async def test_break_without_aclose_stops_the_fetch_ahead_at_once() -> None:
