@@ -235,7 +235,7 @@ async def _single(server: ArrivalServer, margin: float) -> list[float]:
 
 
 async def _measure(rounds: int) -> dict[str, Any]:
-    from tests.test_fleet_processes import Fleet, prioritized
+    from tests._fleet import Fleet, prioritized
 
     single: dict[float, list[dict[str, float]]] = {m: [] for m in MARGINS}
     fleet_runs: dict[float, list[dict[str, float]]] = {m: [] for m in MARGINS}

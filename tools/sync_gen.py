@@ -3,7 +3,7 @@
 ``python tools/sync_gen.py`` (from the project's virtualenv, whose ruff formats the result)
 rewrites the regions between the ``generated`` markers of ``asyncapi_client/_sync.py``;
 ``--check`` only says whether they are up to date (exit status 1 when not). ``make test``
-runs the check and tests/test_sync_typing.py the generator, so the two clients cannot
+runs the check and tests/sync/test_sync_typing.py the generator, so the two clients cannot
 drift. A development tool of the repository: not part of the installed package.
 
 Each public member of the async class becomes, with the same parameters (names, kinds,

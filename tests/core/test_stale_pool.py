@@ -7,7 +7,7 @@ calls with ``max_retries=0`` all succeed; a server that drops every connection s
 The stale pool here is one a load balancer forgot without a word (its idle timeout passed:
 the next request on any of its connections is answered with a TCP reset), so the client can
 tell a connection is stale only by sending on it, one connection at a time. (A server that
-closes idle connections itself is in tests/test_stale_connections.py: the client sees those
+closes idle connections itself is in tests/core/test_stale_connections.py: the client sees those
 FINs before it picks the next connection.)
 """
 

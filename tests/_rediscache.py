@@ -1,0 +1,40 @@
+"""What RedisCache leaves in a real Redis: its keys with their TTLs, and a bounded wait for
+the processes registered as waiting for a fetch. Shared by the one-process and the fleet
+tests of the cache."""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aredis
+
+__all__ = ["WAIT", "keys_and_ttls", "until_waiting"]
+
+#: How long a condition on Redis may take to hold on a loaded machine (a bound, not a pace).
+WAIT = 20.0
+
+
+async def keys_and_ttls(url: str) -> dict[bytes, int]:
+    """Every key in the Redis at ``url`` with its time to live in ms (``-1``: it never expires)."""
+    redis = aredis.Redis.from_url(url)
+    try:
+        return {key: await redis.pttl(key) async for key in redis.scan_iter(match="*")}
+    finally:
+        await redis.aclose()
+
+
+async def until_waiting(url: str, count: int) -> None:
+    """Until ``count`` processes are registered as waiting for a fetch (a bounded poll of
+    Redis: nothing there notifies the test)."""
+    redis = aredis.Redis.from_url(url)
+    try:
+        async with asyncio.timeout(WAIT):
+            while True:
+                waiting = 0
+                async for key in redis.scan_iter(match="asyncapi_client:cache:*:w:*"):
+                    waiting += await redis.llen(key)
+                if waiting >= count:
+                    return
+                await asyncio.sleep(0.005)
+    finally:
+        await redis.aclose()
