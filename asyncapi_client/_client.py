@@ -90,6 +90,8 @@ def _check_instance(value: object, cls: type, argument: str) -> None:
 
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+").fullmatch
+#: What a header value may not hold (RFC 9110 5.5): every C0 control but HTAB, and DEL.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]").search
 
 
 def _check_headers(headers: object) -> None:
@@ -102,8 +104,18 @@ def _check_headers(headers: object) -> None:
     for name, value in headers.items():
         if not _HEADER_NAME(name):
             raise ValueError(f"header name {name!r} is not a valid HTTP token")
-        if any(char in value for char in "\r\n\x00"):
-            raise ValueError(f"the value of header {name!r} contains CR, LF or NUL")
+        control = _CONTROL(value)
+        if control is not None:
+            raise ValueError(
+                f"the value of header {name!r} contains the control character "
+                f"{control.group()!r}: only visible characters, spaces and tabs are sent"
+            )
+        try:
+            value.encode("utf-8")  # what aiohttp sends; a lone surrogate has no such form
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"the value of header {name!r} is not valid text (it has no UTF-8 form)"
+            ) from None
 
 
 def _check_trace_configs(trace_configs: object) -> None:
@@ -116,16 +128,26 @@ def _check_trace_configs(trace_configs: object) -> None:
         raise ValueError("trace_configs must be a sequence of aiohttp.TraceConfig")
 
 
+def _check_bool(value: object, argument: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{argument} must be True or False, got {value!r}")
+    return value
+
+
 def _limiter(rate_limit: object, limiter: object) -> Limiter:
     """The client's limiter: ``limiter``, or ``rate_limit`` as a LocalLimiter, or an idle one."""
     if limiter is not None:
         if rate_limit is not None:
             raise ValueError("pass rate_limit= or limiter=, not both (rate_limit is a shorthand)")
-        # The methods a client calls (a limiter written before clear_hold() still works).
-        if not all(callable(getattr(limiter, name, None)) for name in ("acquire", "held", "hold")):
-            raise ValueError(
-                f"limiter must be a Limiter (acquire, held, hold) such as LocalLimiter, "
-                f"got {limiter!r}"
+        # The methods a client calls (a limiter written before clear_hold() still works); a
+        # class has them too, unbound, so it is refused as a class.
+        if isinstance(limiter, type) or not all(
+            callable(getattr(limiter, name, None)) for name in ("acquire", "held", "hold")
+        ):
+            what = "the class " if isinstance(limiter, type) else ""
+            raise TypeError(
+                f"limiter must be a Limiter instance (acquire, held, hold) such as "
+                f"LocalLimiter(), got {what}{limiter!r}"
             )
         return limiter  # type: ignore[return-value]  # clear_hold() is the caller's affair
     rate = _positive_number(rate_limit, "rate_limit", optional=True)
@@ -303,7 +325,7 @@ class Client:
             trust_env=trust_env,
             deadline=_positive_number(deadline, "deadline", optional=True),
             max_response_bytes=_positive_int(max_response_bytes, "max_response_bytes"),
-            coalesce=bool(coalesce),
+            coalesce=_check_bool(coalesce, "coalesce"),
             headers=headers,
             session=session,
             trace_configs=trace_configs,

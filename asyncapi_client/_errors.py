@@ -206,10 +206,15 @@ _STATUS_CLASSES: dict[int, type[StatusError]] = {
 }
 
 
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+def parse_retry_after(
+    value: str | None, *, now: float | None = None, date: str | None = None
+) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP date.
 
-    Returns None for a missing or unreadable header; a date in the past gives 0.
+    An HTTP date is measured against ``date``, the answer's own ``Date`` header, when it
+    has a readable one (a server whose clock is ahead of ours still means what it says),
+    else against ``now`` (the wall clock when None). Returns None for a missing or
+    unreadable header; a date in the past gives 0.
     """
     if value is None:
         return None
@@ -220,13 +225,24 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         pass
     else:
         return max(seconds, 0.0) if seconds == seconds and seconds != float("inf") else None
+    when = _http_date(value)
+    if when is None:
+        return None
+    sent = _http_date(date) if date is not None else None
+    if sent is None:
+        sent = time.time() if now is None else now
+    return max(when - sent, 0.0)
+
+
+def _http_date(value: str) -> float | None:
+    """An HTTP date as a Unix time (a date without a zone taken as UTC), or None."""
     try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime(value.strip())
     except (TypeError, ValueError, IndexError, OverflowError):  # a year of 20 digits...
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(when.timestamp() - (time.time() if now is None else now), 0.0)
+    return when.timestamp()
 
 
 def status_error(
@@ -250,6 +266,6 @@ def status_error(
             body=preview,
             headers=headers,
             network=network,
-            retry_after=parse_retry_after(headers.get("Retry-After")),
+            retry_after=parse_retry_after(headers.get("Retry-After"), date=headers.get("Date")),
         )
     return cls(message, status=status, url=url, body=preview, headers=headers, network=network)

@@ -14,7 +14,7 @@ import attrs
 
 from ._errors import ApiError, RateLimitError, ResponseTooLargeError, StatusError, TransportError
 from ._errors import parse_retry_after as _parse_retry_after
-from ._limiters import MAX_HOLD
+from ._limiters import MAX_HOLD, shown_retry_after
 from ._network import Network
 
 __all__ = [
@@ -93,12 +93,14 @@ def retryable(error: ApiError) -> bool:
 def _retry_after(error: StatusError, now: float | None) -> float | None:
     if isinstance(error, RateLimitError) and now is None:
         return error.retry_after  # read when the answer came in
-    return _parse_retry_after(error.headers.get("Retry-After"), now=now)
+    headers = error.headers
+    return _parse_retry_after(headers.get("Retry-After"), now=now, date=headers.get("Date"))
 
 
-def _seconds(value: float) -> str:
-    """Whole seconds, or a short exponent for a wait no one means (``1e+300``)."""
-    return f"{value:.0f}" if value < 1e15 else f"{value:.3g}"
+def _sent(error: ApiError) -> str:
+    """The ``Retry-After`` header as the server sent it (made safe to show), for messages."""
+    header = error.headers.get("Retry-After") if isinstance(error, StatusError) else None
+    return f"Retry-After: {shown_retry_after(header)}"
 
 
 def decide(
@@ -112,7 +114,8 @@ def decide(
     """The decision after attempt ``attempt`` (0-based) failed with ``error``.
 
     ``now`` is the wall clock (``time.time()``) an HTTP-date ``Retry-After`` is read
-    against; None reads the clock (or the 429's own reading).
+    against when the answer has no ``Date``; None reads the clock (or the 429's own
+    reading). A wait past ``retry_after_cap`` is named as the server sent it.
     """
     if not retryable(error):
         return Decision(retry=False)
@@ -123,7 +126,7 @@ def decide(
         # 429, hold the network that long, at most MAX_HOLD, so other requests do not run
         # into it too).
         why = (
-            f"the server asked to wait {_seconds(retry_after)}s, longer than "
+            f"the server sent {_sent(error)}, longer than "
             f"retry_after_cap={policy.retry_after_cap:g}s: not waited for"
         )
         hold = min(retry_after, MAX_HOLD) if limited and policy.wait else None

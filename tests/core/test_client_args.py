@@ -332,7 +332,6 @@ INVALID_CONSTRUCTOR: list[tuple[str, dict[str, Any]]] = [
     ("headers list of pairs", {"headers": [("X-A", "x")]}),
     ("session not a session", {"session": "session"}),
     *[(f"retry_after_cap={v!r}", {"retry_after_cap": v}) for v in (0, -1, True, "60", None)],
-    ("limiter not a limiter", {"limiter": object()}),
     ("limiter and rate_limit", {"limiter": LocalLimiter(), "rate_limit": 5}),
     *[(f"network={v!r}", {"network": v}) for v in BAD_NETWORKS],
     ("deadline=USE_CLIENT_DEFAULT", {"deadline": USE_CLIENT_DEFAULT}),

@@ -104,11 +104,11 @@ TABLE: list[tuple[str, ApiError, int, Decision, Decision]] = [
         0,
         Decision(
             False,
-            why="the server asked to wait 61s, longer than retry_after_cap=60s: not waited for",
+            why="the server sent Retry-After: 61, longer than retry_after_cap=60s: not waited for",
         ),
         Decision(
             False,
-            why="the server asked to wait 61s, longer than retry_after_cap=60s: not waited for",
+            why="the server sent Retry-After: 61, longer than retry_after_cap=60s: not waited for",
         ),
     ),
     ("attempt past max_retries", answer(503), 10, Decision(False), Decision(False)),
@@ -231,14 +231,14 @@ def test_a_huge_attempt_number_is_capped_not_an_overflow(
 
 @pytest.mark.parametrize(
     ("retry_after", "said"),
-    [("1e13", "10000000000000s"), ("1e16", "1e+16s"), ("1e300", "1e+300s")],
+    [("1e13", "1e13"), ("1e16", "1e16"), ("1e300", "1e300")],
 )
 def test_a_429_past_the_cap_holds_at_most_a_day(retry_after: str, said: str) -> None:
     """The hold asked of any limiter (the caller's own too) is bounded; the message says
-    what the server asked, in a few characters."""
+    the wait as the server sent it."""
     decision = decide(POLICY, answer(429, retry_after), 0, Low(), now=NOW)
     assert decision.retry is False
     assert decision.hold == MAX_HOLD
     assert decision.why == (
-        f"the server asked to wait {said}, longer than retry_after_cap=60s: not waited for"
+        f"the server sent Retry-After: {said}, longer than retry_after_cap=60s: not waited for"
     )

@@ -353,7 +353,7 @@ async def test_a_huge_retry_after_holds_the_fleet_for_the_cap_only(
         Client(base_url=server.base_url, limiter=other, retry_after_cap=1.0) as second,
     ):
         server.script("tokens", Reply(429, headers={"Retry-After": "1000000000"}))
-        with pytest.raises(RateLimitError, match="1000000000s") as refused:
+        with pytest.raises(RateLimitError, match="Retry-After: 1000000000,") as refused:
             await first.tokens()
         assert refused.value.attempts == 1
         assert 0 < await redis_client.pttl(one.keys(MAIN)[0]) <= 1000 + EXPIRY_MARGIN_MS
