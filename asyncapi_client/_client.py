@@ -5,11 +5,16 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import os
 import re
 import ssl as ssl_module
+import sys
+import traceback
+import tracemalloc
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar, cast
 
 import aiohttp
 from yarl import URL
@@ -70,6 +75,18 @@ KEPT_ID_LENGTH: Final = 256
 # help() and an IDE show public names only).
 _DeadlineArg = float | None | UseClientDefault
 _NetworkArg = Network | str | None
+
+
+def _made_at() -> str | None:
+    """Where the caller's code made a Client (``file:line in function``), in dev mode or
+    while tracemalloc traces; None otherwise (it costs a stack walk)."""
+    if not (sys.flags.dev_mode or tracemalloc.is_tracing()):
+        return None
+    package = os.path.dirname(__file__)
+    for frame in reversed(traceback.extract_stack(limit=16)):
+        if not frame.filename.startswith(package):
+            return f"{frame.filename}:{frame.lineno} in {frame.name}"
+    return None
 
 
 def _positive_int(value: object, argument: str) -> int:
@@ -294,6 +311,11 @@ class Client:
         ``proxy``, ``ssl`` and ``trust_env`` configure the client's own session: with a
         ``session`` of yours, configure that session instead.
         """
+        #: True for ``with_response``'s view, which shares this client's session.
+        self._view = False
+        #: Where this client was made, kept in dev mode or while tracemalloc traces (for the
+        #: warning of a client never closed).
+        self._made_at = _made_at()
         self._network = parse_network(network)
         hosts = Hosts.resolve(base_url, testnet_base_url)
         if not isinstance(timeout, aiohttp.ClientTimeout):
@@ -421,6 +443,38 @@ class Client:
 
     async def __aenter__(self) -> Self:
         return self
+
+    def __repr__(self) -> str:
+        hosts = getattr(self, "_hosts", None)
+        where = "" if hosts is None else f", base_url={hosts.mainnet!r}"
+        return f"Client(network={self._network.value!r}{where})"
+
+    def __enter__(self) -> NoReturn:
+        raise TypeError(
+            "Client is async: use 'async with Client(...) as client:' inside a coroutine, "
+            "or SyncClient(...) with a plain 'with' in blocking code"
+        )
+
+    def __exit__(self, *exc_info: object) -> None:  # pragma: no cover - __enter__ raises
+        return None
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        # A client dropped with its own session open: say so, and where it was made when
+        # tracemalloc traces (PYTHONTRACEMALLOC=1, python -X tracemalloc): ``source=self``.
+        sender = getattr(self, "_sender", None)
+        if sender is not None and sender.unclosed() and not getattr(self, "_view", False):
+            made = getattr(self, "_made_at", None)
+            _warn(
+                f"unclosed {self!r}: close it with 'await client.close()', or use "
+                f"'async with Client(...) as client:'"
+                + (
+                    f"; it was made at {made}"
+                    if made
+                    else " (python -X dev shows where it was made)"
+                ),
+                ResourceWarning,
+                source=self,
+            )
 
     async def __aexit__(
         self,
@@ -883,6 +937,7 @@ class WithResponse:
     def __init__(self, client: Client) -> None:
         view = copy.copy(client)  # shares the pipeline, the network and the limiter
         view._calls = client._calls.responses()
+        view._view = True  # the client itself says when it is left unclosed
         self._view = view
 
     tokens = ResponseOf(Client.tokens)

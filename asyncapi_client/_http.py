@@ -389,6 +389,11 @@ class AiohttpSender:
             self.session = session
         return self.session
 
+    def unclosed(self) -> bool:
+        """Whether this sender's own session is open (a caller's session is the caller's)."""
+        session = self.session
+        return session is not None and self._owns_session and not session.closed
+
     async def close(self) -> None:
         """Close the session if it is ours; a caller's session is left open."""
         if self._timer is not None:

@@ -112,6 +112,11 @@ def _normalise_base_url(value: object, network: Network, source: str) -> str:
         host = URL(text).raw_host or ""
     except ValueError as exc:
         raise fail(f"{{label}} {{value!r}} is not a valid URL: {_braces(exc)}") from None
+    if parts.path.rstrip("/").lower().endswith("/api"):
+        raise fail(
+            "{label} {value!r} ends in /api: the client adds /api to every request itself, "
+            "so pass the address without it (every call would go to /api/api/...)"
+        )
     why = _bad_host(host, bracketed=text.partition("//")[2].startswith("["))
     if why:
         raise fail(

@@ -140,7 +140,11 @@ class Pipeline:
         if self._loop is None:
             self._loop = loop
         elif self._loop is not loop:
-            raise RuntimeError("a Client belongs to the event loop it was first used in")
+            raise RuntimeError(
+                "a Client belongs to the event loop it was first used in, and this is another "
+                "one (each asyncio.run() makes a new loop): make one Client per event loop, "
+                "created and closed inside the coroutine that uses it (async with Client(...))"
+            )
         self._sender.open()
         self._state = _State.OPENED
         self._ready = loop
