@@ -450,38 +450,16 @@ class AiohttpSender:
         attempt: int,
         conditional: Mapping[str, str] | None,
     ) -> tuple[aiohttp.ClientResponse, URL, int]:
-        """The final answer of one GET of ``target``, same-origin redirects followed (at most
-        :data:`MAX_REDIRECTS`), with where it came from and the hops it took."""
-        hops = 0
+        """The final answer of one GET of ``target``, with where it came from and the hops it
+        took: same-origin redirects followed (at most :data:`MAX_REDIRECTS`); a request lost
+        on a stale kept-alive connection sent again on a new one (our own session), or on
+        the next one while they are stale (a caller's session, whose pool we do not choose
+        from: at most ``max_connections`` times)."""
+        hops = resent = 0
         while True:
-            response = await self._get(session, request, target, attempt, conditional)
-            if response.status not in _REDIRECT_STATUSES or "Location" not in response.headers:
-                return response, target, hops
-            response.release()
-            target = _follow(request, response, target, hops)
-            hops += 1
-
-    async def _get(
-        self,
-        session: aiohttp.ClientSession,
-        request: Request[Any],
-        target: URL,
-        attempt: int,
-        conditional: Mapping[str, str] | None,
-    ) -> aiohttp.ClientResponse:
-        """One GET of ``target``; a request lost on a stale kept-alive connection is sent
-        again on a new one (our own session), or on the next one while they are stale (a
-        caller's session, whose pool we do not choose from: at most ``max_connections``)."""
-        resent = 0
-        while True:
+            fresh = None if resent == 0 else _FRESH.set(True)
             try:
-                if resent == 0:
-                    return await self._request(session, request, target, attempt, conditional)
-                fresh = _FRESH.set(True)
-                try:
-                    return await self._request(session, request, target, attempt, conditional)
-                finally:
-                    _FRESH.reset(fresh)
+                response = await self._request(session, request, target, attempt, conditional)
             except _DROPS as exc:
                 if not _stale(exc) or resent >= self._resends:
                     raise
@@ -491,6 +469,15 @@ class AiohttpSender:
                     request.url,
                     request.network.value,
                 )
+                continue
+            finally:
+                if fresh is not None:
+                    _FRESH.reset(fresh)
+            if response.status not in _REDIRECT_STATUSES or "Location" not in response.headers:
+                return response, target, hops
+            response.release()
+            target = _follow(request, response, target, hops)
+            hops += 1
 
     def _request(
         self,

@@ -4,7 +4,7 @@ The client builds one frozen :class:`~asyncapi_client._request.Request` per call
 it to :meth:`Pipeline.value` (the decoded value) or :meth:`Pipeline.outcome` (everything a
 ``Response`` shows), which take it through these stages, top-down in this file:
 
-1. :meth:`Pipeline.outcome` - coalescing: an identical request already in flight is joined
+1. :meth:`Pipeline._run` - coalescing: an identical request already in flight is joined
    (each caller bounded by its own deadline); if its leader is cancelled or ran out of its
    own deadline, one of the joined callers takes over;
 2. :meth:`Pipeline._call` - the operation's ``deadline`` around everything below;
@@ -162,25 +162,32 @@ class Pipeline:
 
     # --- 1. coalescing --------------------------------------------------------------------
 
-    async def value(self, request: Request[T]) -> T:
-        """Run ``request`` and return its decoded value."""
-        return (await self.outcome(request)).value
+    def value(self, request: Request[T]) -> Coroutine[Any, Any, T]:
+        """Run ``request`` and return its decoded value (the coroutine of :meth:`_run`)."""
+        return self._run(request, None, True)
 
-    async def outcome(
+    def outcome(
         self, request: Request[T], conditional: Mapping[str, str] | None = None
-    ) -> Outcome[T]:
+    ) -> Coroutine[Any, Any, Outcome[T]]:
         """Run ``request`` (with the validators ``conditional`` on each attempt: the cache's
         revalidation, never coalesced) and return its Outcome."""
+        return self._run(request, conditional, False)
+
+    async def _run(
+        self, request: Request[Any], conditional: Mapping[str, str] | None, value: bool
+    ) -> Any:
+        """Coalesced unless ``conditional``; the Outcome, or its value alone (``value``)."""
         loop = asyncio.get_running_loop()
         if loop is not self._ready:
             self._open()  # opens lazily, or says why not (closed, another loop)
         if not self._coalesce or conditional is not None:
-            return await self._call(request, conditional)
+            outcome = await self._call(request, conditional)
+            return outcome.value if value else outcome
         inflight = self._inflight
         while request in inflight:
             shared = await self._follow(request, loop)
             if shared is not _RESTART:
-                return shared  # type: ignore[no-any-return]
+                return shared.value if value else shared
             # the leader was cancelled or ran out of its deadline: lead, or join the new one
         # The leader runs the request itself (no task); a future for the outcome is made
         # only when a follower comes.
@@ -193,7 +200,7 @@ class Pipeline:
         shared = inflight.pop(request)
         if shared is not None and not shared.done():
             shared.set_result(outcome)
-        return outcome
+        return outcome.value if value else outcome
 
     async def _follow(self, request: Request[Any], loop: asyncio.AbstractEventLoop) -> Any:
         """Wait for the leader's outcome of ``request``, bounded by this caller's own
