@@ -48,6 +48,7 @@ from ._sync import SyncClient, SyncWalk
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._version import __version__
 from ._walks import Walk
+from ._watches import FileWatchState, LeaderboardChange, OrderChange, PoolChange, Watch, WatchState
 
 __all__ = [
     "USE_CLIENT_DEFAULT",
@@ -57,6 +58,8 @@ __all__ = [
     "Checkpoint",
     "Client",
     "DecodeError",
+    "FileWatchState",
+    "LeaderboardChange",
     "LeaderboardEntry",
     "LeaderboardPage",
     "Limiter",
@@ -69,11 +72,13 @@ __all__ = [
     "NetworkName",
     "NotFoundError",
     "Order",
+    "OrderChange",
     "OrderStatus",
     "OrderStatusName",
     "OrdersPage",
     "PaginationError",
     "Pool",
+    "PoolChange",
     "Rate",
     "RateLimitError",
     "RequestTimeoutError",
@@ -91,6 +96,8 @@ __all__ = [
     "UseClientDefault",
     "UserProfile",
     "Walk",
+    "Watch",
+    "WatchState",
     "__version__",
     "to_json",
     "to_wire",

@@ -51,6 +51,7 @@ __all__ = [
     "Cached",
     "Entry",
     "MemoryCache",
+    "cache_control",
     "cached_call",
     "conditional_headers",
     "freshness",
@@ -124,7 +125,7 @@ def _directives(values: Iterable[str]) -> dict[str, str] | None:
     return found
 
 
-def _cache_control(headers: Mapping[str, str]) -> dict[str, str] | None:
+def cache_control(headers: Mapping[str, str]) -> dict[str, str] | None:
     """The ``Cache-Control`` directives of ``headers`` ({} when it has none), or None when
     they do not parse."""
     given = _values(headers, "Cache-Control")
@@ -172,7 +173,7 @@ def freshness(headers: Mapping[str, str], ttl: float) -> float | None:
     age = _age(headers)
     if age is None:
         return None
-    found = _cache_control(headers)
+    found = cache_control(headers)
     if found is None or "no-store" in found:
         return None
     if "no-cache" in found:
@@ -221,7 +222,7 @@ def may_serve_stale(headers: Mapping[str, str]) -> bool:
     """Whether a stale answer with ``headers`` may be served when a refresh fails
     (``stale_if_error``): not when its ``Cache-Control`` says ``must-revalidate`` or
     ``no-cache`` (RFC 9111 section 4.2.4), or does not parse."""
-    found = _cache_control(headers)
+    found = cache_control(headers)
     return found is not None and "must-revalidate" not in found and "no-cache" not in found
 
 

@@ -9,9 +9,10 @@ its ``ttl`` names, a span when telemetry is on, then the pipeline
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._errors import StatusError
 from ._pipeline import Pipeline
 from ._request import Outcome, Request, Response
 
@@ -81,3 +82,23 @@ class Calls:
         if self._telemetry is not None:
             return self._telemetry.call(request, send)
         return send(request)
+
+    async def conditional(
+        self, request: Request[T], etag: str | None
+    ) -> tuple[Outcome[T] | None, Mapping[str, str]]:
+        """A watch's poll: ``request`` with ``If-None-Match: etag`` (when given), past the
+        cache, inside its span; the Outcome, or None for a 304, and the answer's headers."""
+        headers = None if etag is None else {"If-None-Match": etag}
+        pipeline = self._pipeline
+        try:
+            if self._telemetry is None:
+                outcome = await pipeline.outcome(request, headers)
+            else:
+                outcome = await self._telemetry.call(
+                    request, lambda sent: pipeline.outcome(sent, headers)
+                )
+        except StatusError as exc:
+            if exc.status == 304 and etag is not None:
+                return None, exc.headers
+            raise
+        return outcome, outcome.headers

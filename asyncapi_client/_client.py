@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import math
@@ -12,7 +13,7 @@ import sys
 import traceback
 import tracemalloc
 import warnings
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, NoReturn, Self, TypeVar, cast
 
@@ -22,6 +23,7 @@ from yarl import URL
 from ._cache import CacheBackend, CacheStage
 from ._calls import Calls
 from ._checkpoint import Checkpoint, continue_from
+from ._errors import RequestTimeoutError
 from ._http import AiohttpSender
 from ._limiters import Limiter, LocalLimiter, Rate
 from ._models import (
@@ -55,6 +57,20 @@ from ._retry import RetryEvent, RetryPolicy
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._version import __version__
 from ._walks import BoardPager, CursorPager, Walk, item_walk, page_walk
+from ._watches import (
+    FINAL_STATUSES,
+    BoardSource,
+    Fetch,
+    LeaderboardChange,
+    OrderChange,
+    OrderSource,
+    PoolChange,
+    PoolSource,
+    Watch,
+    WatchState,
+    order_filter,
+    wait_for_order,
+)
 
 if TYPE_CHECKING:
     from ._telemetry import Telemetry
@@ -75,6 +91,23 @@ KEPT_ID_LENGTH: Final = 256
 # help() and an IDE show public names only).
 _DeadlineArg = float | None | UseClientDefault
 _NetworkArg = Network | str | None
+
+
+def _watch_arguments(interval: object, state: object) -> float:
+    """A watch's ``interval`` (checked) after checking its ``state``."""
+    if state is not None and not isinstance(state, WatchState):
+        raise TypeError(
+            f"state must be a FileWatchState or a fleet RedisWatchState (or None), got {state!r}"
+        )
+    seconds = _positive_number(interval, "interval", optional=False)
+    assert seconds is not None
+    return seconds
+
+
+def _items(values: object) -> list[object]:
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        return [values]  # one status given alone
+    return list(values)
 
 
 def _made_at() -> str | None:
@@ -842,6 +875,174 @@ class Client:
             page_size, concurrency, max_items, resume, network, deadline
         )
         return item_walk(pager, start, max_items)
+
+    # --- watches --------------------------------------------------------------------
+
+    def watch_orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        side: Side | SideName | None = None,
+        interval: float = 1.0,
+        state: WatchState | None = None,
+        initial: bool = False,
+    ) -> Watch[OrderChange]:
+        """Every change of a user's orders from now on: ``"new"``, ``"updated"``,
+        ``"closed"`` (see :class:`OrderChange`); no final state is missed.
+
+        The orders when iteration starts are the baseline (with ``initial``, its open orders
+        come first as ``"new"``). Each change is delivered at least once: it counts as
+        handled when the next is asked for or the watch is closed; with ``state`` (a
+        :class:`FileWatchState`, or a fleet's ``RedisWatchState``) a watch started again goes
+        on where it was. Polls every ``interval`` seconds, or as often as the server asks if
+        that is less often, with conditional requests; a failed poll is tried again.
+
+        Args:
+            address: the user's address.
+            market: only orders of this market.
+            side: only orders of this side.
+            interval: seconds between polls.
+            state: where the baseline, positions and undelivered changes are kept.
+            initial: first deliver the baseline's open orders as ``"new"``.
+        """
+        segment, filters = self._orders_filters(address, market, None, side, None)
+        check = _watch_arguments(interval, state)
+        if not isinstance(initial, bool):
+            raise TypeError(f"initial must be True or False, got {initial!r}")
+        net, dl = self._network, self._pipeline.deadline
+        base, side_value = self._base(net), cast("str | None", filters[2])
+        identity = {
+            "watch": "orders",
+            "network": net.value,
+            "address": address,
+            "market": market,
+            "side": side_value,
+        }
+
+        def profile() -> Request[UserProfile]:
+            return USER.request(base, net, segment, "", dl)
+
+        def page(cursor: str | None) -> Request[OrdersPage]:
+            query = ORDERS.query_of((market, None, side_value, None, cursor))
+            return ORDERS.request(base, net, segment, query, dl)
+
+        source = OrderSource(
+            Fetch(self._calls.conditional),
+            identity,
+            profile,
+            page,
+            order_filter(market, side_value),
+        )
+        return Watch(source, interval=check, state=state, initial=initial)
+
+    def watch_pool(
+        self, pool_id: str, *, interval: float = 1.0, state: WatchState | None = None
+    ) -> Watch[PoolChange]:
+        """Every change of a pool from now on, one :class:`PoolChange` per poll that saw one.
+
+        Args:
+            pool_id: the pool's id.
+            interval: seconds between polls (longer when the server asks).
+            state: where the last seen pool and undelivered changes are kept.
+        """
+        segment = POOL.segment(pool_id, "pool_id")
+        check = _watch_arguments(interval, state)
+        net, dl = self._network, self._pipeline.deadline
+        base = self._base(net)
+        identity = {"watch": "pool", "network": net.value, "pool_id": pool_id}
+
+        def request() -> Request[Pool]:
+            return POOL.request(base, net, segment, "", dl)
+
+        source = PoolSource(Fetch(self._calls.conditional), identity, request)
+        return Watch(source, interval=check, state=state)
+
+    def watch_leaderboard(
+        self, *, top: int = 100, interval: float = 5.0, state: WatchState | None = None
+    ) -> Watch[LeaderboardChange]:
+        """Every change of the leaderboard's first ``top`` ranks from now on, one
+        :class:`LeaderboardChange` per poll that saw one.
+
+        Args:
+            top: how many ranks to watch.
+            interval: seconds between polls (longer when the server asks).
+            state: where the last seen entries and undelivered changes are kept.
+        """
+        _positive_int(top, "top")
+        check = _watch_arguments(interval, state)
+        net, dl = self._network, self._pipeline.deadline
+        base = self._base(net)
+        identity = {"watch": "leaderboard", "network": net.value, "top": top}
+
+        def page(number: int, size: int) -> Request[LeaderboardPage]:
+            return LEADERBOARD.request(base, net, None, LEADERBOARD.query_of((number, size)), dl)
+
+        source = BoardSource(Fetch(self._calls.conditional), identity, top, page)
+        return Watch(source, interval=check, state=state)
+
+    async def wait_for_order(
+        self,
+        address: str,
+        transaction_id: str,
+        *,
+        statuses: Iterable[OrderStatus | OrderStatusName] | None = None,
+        interval: float = 1.0,
+        timeout: float | None = None,  # noqa: ASYNC109 - the contract's name
+    ) -> Order:
+        """The order once its status is in ``statuses`` (default: FILLED, CANCELLED, EXPIRED).
+
+        An id the address does not have raises :class:`NotFoundError` after one full look;
+        an order that reaches another final state raises ValueError (it can never change
+        again); ``timeout`` passing raises :class:`RequestTimeoutError`. Failed polls are
+        tried again at the next interval.
+
+        Args:
+            address: the user's address.
+            transaction_id: the order's transaction id.
+            statuses: the states to wait for.
+            interval: seconds between polls.
+            timeout: seconds to wait in all (None: no bound).
+        """
+        segment = ORDERS.segment(address, "address")
+        given: object = transaction_id
+        if not isinstance(given, str) or not given:
+            raise ValueError(f"transaction_id must be a non-empty string, got {transaction_id!r}")
+        wanted = (
+            FINAL_STATUSES
+            if statuses is None
+            else frozenset(OrderStatus.parse_argument(s, "statuses") for s in _items(statuses))
+        )
+        if not wanted:
+            raise ValueError("statuses must name at least one order status")
+        check = _watch_arguments(interval, None)
+        bound = _positive_number(timeout, "timeout", optional=True)
+        net, dl = self._network, self._pipeline.deadline
+        base = self._base(net)
+
+        def profile() -> Request[UserProfile]:
+            return USER.request(base, net, segment, "", dl)
+
+        def page(cursor: str | None) -> Request[OrdersPage]:
+            return ORDERS.request(
+                base, net, segment, ORDERS.query_of((None, None, None, None, cursor)), dl
+            )
+
+        waiting = wait_for_order(
+            Fetch(self._calls.conditional), profile, page, transaction_id, wanted, check
+        )
+        if bound is None:
+            return await waiting
+        try:
+            async with asyncio.timeout(bound):
+                return await waiting
+        except TimeoutError:
+            raise RequestTimeoutError(
+                f"order {transaction_id} did not reach {', '.join(sorted(s.value for s in wanted))}"
+                f" within {bound:g}s",
+                url=profile().url,
+                network=net.value,
+            ) from None
 
     # --- shared by operations and streams ---------------------------------------------
 

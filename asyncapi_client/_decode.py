@@ -850,6 +850,13 @@ LEADERBOARD_PAGE: Decoder[LeaderboardPage] = decoder(LeaderboardPage)
 # --- models back to the wire (to_wire, to_json, the CLI) ----------------------------------
 
 
+def from_wire(data: Any, cls: type[T]) -> T:
+    """A model from its wire form (a dict as ``to_wire`` gives it), by the general path:
+    what a watch's state kept, read back."""
+    value: T = _converter().structure(data, cls)
+    return value
+
+
 def to_wire(value: Any) -> Any:
     """A model, or a list of models, as the wire has it: camelCase names, decimals as exact
     text, enums as their values, balances and positions as plain dicts and lists.
