@@ -44,7 +44,7 @@ from ._network import Network
 from ._request import Response
 from ._retry import RetryEvent
 from ._serialise import to_json, to_wire
-from ._sync import SyncClient, SyncWalk
+from ._sync import SyncClient, SyncWalk, SyncWatch
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._version import __version__
 from ._walks import Walk
@@ -91,6 +91,7 @@ __all__ = [
     "StatusError",
     "SyncClient",
     "SyncWalk",
+    "SyncWatch",
     "Token",
     "TransportError",
     "UseClientDefault",

@@ -38,7 +38,15 @@ import sys
 import threading
 import warnings
 import weakref
-from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Generic, Self, TypeVar
 
@@ -66,6 +74,7 @@ from ._request import Response as Response  # with_response's hints name it here
 from ._retry import RetryEvent
 from ._types import USE_CLIENT_DEFAULT, NetworkName, OrderStatusName, SideName, UseClientDefault
 from ._walks import Walk
+from ._watches import LeaderboardChange, OrderChange, PoolChange, Watch, WatchState
 
 if TYPE_CHECKING:
     import pyarrow
@@ -357,17 +366,9 @@ class _End:
 _END: Final = _End()
 
 
-class SyncWalk(Generic[T]):
-    """A blocking iterator over a stream's items (or pages) that knows where it stands.
-
-    The four stream methods of :class:`SyncClient` make them. Use one with ``for``,
-    ``next()``, ``close()`` and ``with``; the walk fetches ahead on the client's loop while
-    your code works on an item. :attr:`checkpoint` is the position just after the last item
-    handed out; pass it (or its JSON text) as ``resume=`` to continue there. ``close()``
-    (from any thread) ends the request in flight and the fetches ahead; a ``next()``
-    waiting in another thread then ends the iteration. Several threads may pull from one
-    walk: they take turns, each item handed out once.
-    """
+class _SyncStream(Generic[T]):
+    """A blocking iterator over an async one (a walk, a watch) that runs on the client's
+    loop: ``for``, ``next()``, ``close()`` (from any thread) and ``with``."""
 
     __slots__ = (
         "__weakref__",
@@ -380,7 +381,7 @@ class SyncWalk(Generic[T]):
         "_walk",
     )
 
-    def __init__(self, owner: SyncClient, walk: Walk[T]) -> None:
+    def __init__(self, owner: SyncClient, walk: Any) -> None:
         self._owner = owner  # keeps the client (and its loop) alive while the walk is used
         self._runner = owner._runner  # the loop the walk lives on
         self._pid = _pid
@@ -425,21 +426,6 @@ class SyncWalk(Generic[T]):
         finally:
             self._task = None
 
-    @property
-    def checkpoint(self) -> Checkpoint:
-        """The position just after the last item handed out (before the first: the start)."""
-        if self._lock.acquire(blocking=False):
-            try:
-                return self._walk.checkpoint
-            finally:
-                self._lock.release()
-        # A step runs in another thread: ask the loop, where the walk is always consistent
-        # between two of its steps.
-        return self._run(self._read_checkpoint())
-
-    async def _read_checkpoint(self) -> Checkpoint:
-        return self._walk.checkpoint
-
     def close(self) -> None:
         """Stop the walk: end the request in flight and every fetch ahead. Calling it twice
         (or after the client was closed) is fine."""
@@ -475,7 +461,39 @@ class SyncWalk(Generic[T]):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<SyncWalk of {self._walk!r}>"
+        return f"<{type(self).__name__} of {self._walk!r}>"
+
+
+class SyncWalk(_SyncStream[T]):
+    """A blocking iterator over a stream's items (or pages) that knows where it stands.
+
+    The four stream methods of :class:`SyncClient` make them. Use one with ``for``,
+    ``next()``, ``close()`` and ``with``; the walk fetches ahead on the client's loop while
+    your code works on an item. :attr:`checkpoint` is the position just after the last item
+    handed out; pass it (or its JSON text) as ``resume=`` to continue there. ``close()``
+    (from any thread) ends the request in flight and the fetches ahead; a ``next()``
+    waiting in another thread then ends the iteration. Several threads may pull from one
+    walk: they take turns, each item handed out once.
+    """
+
+    __slots__ = ()
+
+    _walk: Walk[T]
+
+    @property
+    def checkpoint(self) -> Checkpoint:
+        """The position just after the last item handed out (before the first: the start)."""
+        if self._lock.acquire(blocking=False):
+            try:
+                return self._walk.checkpoint
+            finally:
+                self._lock.release()
+        # A step runs in another thread: ask the loop, where the walk is always consistent
+        # between two of its steps.
+        return self._run(self._read_checkpoint())
+
+    async def _read_checkpoint(self) -> Checkpoint:
+        return self._walk.checkpoint
 
     # --- columnar export (asyncapi-client[arrow]): Walk's, run on the client's loop ---------
 
@@ -574,6 +592,21 @@ class SyncWalk(Generic[T]):
 
 
 # --- the client -------------------------------------------------------------------------------
+
+
+class SyncWatch(_SyncStream[T]):
+    """A blocking iterator of a watch's changes (``SyncClient.watch_orders`` and the
+    others): ``for``, ``next()``, ``close()`` and ``with``, as :class:`Watch` is async. A
+    change counts as handled when the next one is asked for or the watch is closed."""
+
+    __slots__ = ()
+
+    _walk: Watch[T]
+
+    @property
+    def failures(self) -> int:
+        """Polls that failed and were tried again at the next interval."""
+        return self._walk.failures
 
 
 class SyncClient:
@@ -1013,6 +1046,97 @@ class SyncClient:
                 network=network,
                 deadline=deadline,
             ),
+        )
+
+    def watch_orders(
+        self,
+        address: str,
+        *,
+        market: str | None = None,
+        side: Side | SideName | None = None,
+        interval: float = 1.0,
+        state: WatchState | None = None,
+        initial: bool = False,
+    ) -> SyncWatch[OrderChange]:
+        """Every change of a user's orders from now on: ``"new"``, ``"updated"``,
+        ``"closed"`` (see :class:`OrderChange`); no final state is missed.
+
+        The orders when iteration starts are the baseline (with ``initial``, its open orders
+        come first as ``"new"``). Each change is delivered at least once: it counts as
+        handled when the next is asked for or the watch is closed; with ``state`` (a
+        :class:`FileWatchState`, or a fleet's ``RedisWatchState``) a watch started again goes
+        on where it was. Polls every ``interval`` seconds, or as often as the server asks if
+        that is less often, with conditional requests; a failed poll is tried again.
+
+        Args:
+            address: the user's address.
+            market: only orders of this market.
+            side: only orders of this side.
+            interval: seconds between polls.
+            state: where the baseline, positions and undelivered changes are kept.
+            initial: first deliver the baseline's open orders as ``"new"``.
+        """
+        return SyncWatch(
+            self,
+            self._target.watch_orders(
+                address, market=market, side=side, interval=interval, state=state, initial=initial
+            ),
+        )
+
+    def watch_pool(
+        self, pool_id: str, *, interval: float = 1.0, state: WatchState | None = None
+    ) -> SyncWatch[PoolChange]:
+        """Every change of a pool from now on, one :class:`PoolChange` per poll that saw one.
+
+        Args:
+            pool_id: the pool's id.
+            interval: seconds between polls (longer when the server asks).
+            state: where the last seen pool and undelivered changes are kept.
+        """
+        return SyncWatch(self, self._target.watch_pool(pool_id, interval=interval, state=state))
+
+    def watch_leaderboard(
+        self, *, top: int = 100, interval: float = 5.0, state: WatchState | None = None
+    ) -> SyncWatch[LeaderboardChange]:
+        """Every change of the leaderboard's first ``top`` ranks from now on, one
+        :class:`LeaderboardChange` per poll that saw one.
+
+        Args:
+            top: how many ranks to watch.
+            interval: seconds between polls (longer when the server asks).
+            state: where the last seen entries and undelivered changes are kept.
+        """
+        return SyncWatch(
+            self, self._target.watch_leaderboard(top=top, interval=interval, state=state)
+        )
+
+    def wait_for_order(
+        self,
+        address: str,
+        transaction_id: str,
+        *,
+        statuses: Iterable[OrderStatus | OrderStatusName] | None = None,
+        interval: float = 1.0,
+        timeout: float | None = None,
+    ) -> Order:
+        """The order once its status is in ``statuses`` (default: FILLED, CANCELLED, EXPIRED).
+
+        An id the address does not have raises :class:`NotFoundError` after one full look;
+        an order that reaches another final state raises ValueError (it can never change
+        again); ``timeout`` passing raises :class:`RequestTimeoutError`. Failed polls are
+        tried again at the next interval.
+
+        Args:
+            address: the user's address.
+            transaction_id: the order's transaction id.
+            statuses: the states to wait for.
+            interval: seconds between polls.
+            timeout: seconds to wait in all (None: no bound).
+        """
+        return self._run(
+            self._target.wait_for_order(
+                address, transaction_id, statuses=statuses, interval=interval, timeout=timeout
+            )
         )
 
     # --- end generated ---

@@ -12,6 +12,7 @@ annotations and defaults, copied from the syntax tree) and the same docstring:
 - an ``async def`` operation: a ``def`` that runs it on the client's loop and returns its
   result;
 - a ``def`` returning ``Walk[T]`` (a stream): a ``def`` returning ``SyncWalk[T]``;
+- a ``def`` returning ``Watch[T]``: a ``def`` returning ``SyncWatch[T]``;
 - a property or any other ``def``: the same, delegated to the async client.
 
 Members written by hand in ``_sync.py`` (``close``, the context manager) are skipped; a
@@ -72,6 +73,10 @@ def _is_walk(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Walk"
 
 
+def _is_watch(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Subscript) and ast.unparse(node.value) == "Watch"
+
+
 def _call_arguments(args: ast.arguments, where: str) -> str:
     """``a, b, *, c=c`` as the call that forwards every parameter of ``args`` (less self)."""
     if args.vararg is not None or args.kwarg is not None:
@@ -114,6 +119,10 @@ def _twin(cls: str, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Functio
             assert isinstance(returns, ast.Subscript)
             returns = ast.Subscript(ast.Name("SyncWalk"), returns.slice)
             statement = f"return SyncWalk(self, {call})"
+        elif _is_watch(returns):
+            assert isinstance(returns, ast.Subscript)
+            returns = ast.Subscript(ast.Name("SyncWatch"), returns.slice)
+            statement = f"return SyncWatch(self, {call})"
         elif returns is not None and ast.unparse(returns) == "None":
             statement = call
         else:
