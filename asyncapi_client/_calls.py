@@ -44,6 +44,11 @@ class Calls:
         self._telemetry = telemetry
         self.whole = whole
 
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """Telemetry's tracer and meters (None: telemetry is off)."""
+        return self._telemetry
+
     def responses(self) -> Calls:
         """The same stages, each call returning the whole Response."""
         return Calls(self._pipeline, self._cache, self._telemetry, whole=True)

@@ -934,7 +934,9 @@ class Client:
             page,
             order_filter(market, side_value),
         )
-        return Watch(source, interval=check, state=state, initial=initial)
+        return Watch(
+            source, interval=check, state=state, initial=initial, telemetry=self._calls.telemetry
+        )
 
     def watch_pool(
         self, pool_id: str, *, interval: float = 1.0, state: WatchState | None = None
@@ -956,7 +958,7 @@ class Client:
             return POOL.request(base, net, segment, "", dl)
 
         source = PoolSource(Fetch(self._calls.conditional), identity, request)
-        return Watch(source, interval=check, state=state)
+        return Watch(source, interval=check, state=state, telemetry=self._calls.telemetry)
 
     def watch_leaderboard(
         self, *, top: int = 100, interval: float = 5.0, state: WatchState | None = None
@@ -979,7 +981,7 @@ class Client:
             return LEADERBOARD.request(base, net, None, LEADERBOARD.query_of((number, size)), dl)
 
         source = BoardSource(Fetch(self._calls.conditional), identity, top, page)
-        return Watch(source, interval=check, state=state)
+        return Watch(source, interval=check, state=state, telemetry=self._calls.telemetry)
 
     async def wait_for_order(
         self,

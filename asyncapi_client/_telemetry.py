@@ -7,12 +7,15 @@ client asks for telemetry, so without it nothing of OpenTelemetry is imported.
 One span per operation call (each page of a walk is one), kind CLIENT, named
 ``asyncapi_client.<operation>``; an event ``retry`` per retry; the histogram
 ``asyncapi_client.operation.duration`` (seconds) and the counter ``asyncapi_client.retries``.
+A watch's poll is a span ``asyncapi_client.watch.poll`` (its requests' spans inside it), and
+the changes it saw add to the counter ``asyncapi_client.watch.changes``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TypeVar
 
 from yarl import URL
@@ -34,6 +37,7 @@ __all__ = ["Telemetry"]
 T = TypeVar("T")
 
 OPERATION = "asyncapi_client.operation"
+WATCH = "asyncapi_client.watch"
 NETWORK = "asyncapi_client.network"
 ATTEMPTS = "asyncapi_client.attempts"
 ERROR_TYPE = "error.type"
@@ -57,7 +61,27 @@ class Telemetry:
             unit="{retry}",
             description="Retries of operation calls",
         )
+        self._changes = meter.create_counter(
+            "asyncapi_client.watch.changes",
+            unit="{change}",
+            description="Changes the watches saw",
+        )
         self._hosts: dict[str, str] = {}
+
+    @contextlib.contextmanager
+    def poll(self, watch: str) -> Iterator[Callable[[int], None]]:
+        """The span of one poll of a ``watch`` (``"orders"``...); what it yields counts the
+        changes the poll saw."""
+        with self._tracer.start_as_current_span(
+            "asyncapi_client.watch.poll", kind=SpanKind.INTERNAL, attributes={WATCH: watch}
+        ) as span:
+
+            def saw(changes: int) -> None:
+                span.set_attribute("asyncapi_client.watch.changes", changes)
+                if changes:
+                    self._changes.add(changes, {WATCH: watch})
+
+            yield saw
 
     def _server(self, url: str) -> str:
         origin = url.split("/api/", 1)[0]

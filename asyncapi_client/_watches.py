@@ -56,6 +56,7 @@ from ._models import (
 
 if TYPE_CHECKING:
     from ._request import Outcome, Request
+    from ._telemetry import Telemetry
 
 __all__ = [
     "FINAL_STATUSES",
@@ -640,6 +641,7 @@ class Watch(Generic[T]):
         "_source",
         "_started",
         "_state",
+        "_telemetry",
         "failures",
     )
 
@@ -650,8 +652,10 @@ class Watch(Generic[T]):
         interval: float,
         state: WatchState | None,
         initial: bool = False,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._source = source
+        self._telemetry = telemetry
         self._interval = interval
         self._state = state
         self._initial = initial
@@ -738,7 +742,7 @@ class Watch(Generic[T]):
         fetch.moved = False
         before = source.snapshot()
         try:
-            changes = await source.poll()
+            changes = await self._poll()
         except ApiError as exc:
             source.rollback(before)  # nothing of a poll that failed half way is kept
             await self._failed(exc)
@@ -747,6 +751,16 @@ class Watch(Generic[T]):
             self._pending += changes
         if changes or fetch.moved:  # a quiet poll (every answer a 304) writes nothing
             await self._save()
+
+    async def _poll(self) -> list[dict[str, Any]]:
+        """One poll of the source, in its span when telemetry is on."""
+        telemetry = self._telemetry
+        if telemetry is None:
+            return await self._source.poll()
+        with telemetry.poll(self._source.identity()["watch"]) as saw:
+            changes = await self._source.poll()
+            saw(len(changes))
+        return changes
 
     async def _failed(self, exc: ApiError) -> None:
         if not transient(exc):
