@@ -28,14 +28,14 @@ async def server() -> AsyncIterator[FakeServer]:
         yield srv
 
 
-def counted(name: str) -> int:
+def counted(name: str) -> float:
     data = READER.get_metrics_data()
-    total = 0
+    total: float = 0
     for resource in data.resource_metrics if data is not None else ():
         for scope in resource.scope_metrics:
             for metric in scope.metrics:
                 if metric.name == name:
-                    total += sum(p.value for p in metric.data.data_points)
+                    total += sum(getattr(p, "value", 0) for p in metric.data.data_points)
     return total
 
 
