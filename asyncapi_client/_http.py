@@ -1,11 +1,12 @@
 """The HTTP adapter: the only module on the request path that imports aiohttp.
 
 :class:`AiohttpSender` owns (or borrows) the aiohttp session and makes one attempt per
-:meth:`~AiohttpSender.send`: it takes a connection slot, sends one GET, follows redirects,
-reads the body under ``max_response_bytes`` and hands back a :class:`Reply`; whatever
-aiohttp raises becomes one of the library's errors in :func:`_translate`, the one place.
-The pipeline (asyncapi_client/_transport.py) sees only the :class:`~._request.Sender`
-protocol, so a test can plug in a sender of its own.
+:meth:`~AiohttpSender.send` (the pipeline has given it its connection slot): it sends one
+GET, follows redirects, reads the body under ``max_response_bytes`` and hands back a
+:class:`Reply`; whatever aiohttp raises becomes one of the library's errors in
+:func:`_translate`, the one place. The pipeline (asyncapi_client/_pipeline.py) sees only the
+:class:`~._request.Sender` protocol, so a test can plug in a sender of its own. The private
+shortcuts it uses are decided in asyncapi_client/_fastpaths.py.
 
 One attempt is one request: aiohttp's own resend of an idempotent request after the
 connection drops (RFC 9112 section 9.3.1, which aiohttp does even on a fresh connection) is
