@@ -64,8 +64,10 @@ from ._watches import (
     LeaderboardChange,
     OrderChange,
     OrderSource,
+    Poller,
     PoolChange,
     PoolSource,
+    Source,
     Watch,
     WatchState,
     order_filter,
@@ -934,9 +936,7 @@ class Client:
             page,
             order_filter(market, side_value),
         )
-        return Watch(
-            source, interval=check, state=state, initial=initial, telemetry=self._calls.telemetry
-        )
+        return self._watch(source, check, state, initial)
 
     def watch_pool(
         self, pool_id: str, *, interval: float = 1.0, state: WatchState | None = None
@@ -958,7 +958,7 @@ class Client:
             return POOL.request(base, net, segment, "", dl)
 
         source = PoolSource(Fetch(self._calls.conditional), identity, request)
-        return Watch(source, interval=check, state=state, telemetry=self._calls.telemetry)
+        return self._watch(source, check, state, False)
 
     def watch_leaderboard(
         self, *, top: int = 100, interval: float = 5.0, state: WatchState | None = None
@@ -981,7 +981,19 @@ class Client:
             return LEADERBOARD.request(base, net, None, LEADERBOARD.query_of((number, size)), dl)
 
         source = BoardSource(Fetch(self._calls.conditional), identity, top, page)
-        return Watch(source, interval=check, state=state, telemetry=self._calls.telemetry)
+        return self._watch(source, check, state, False)
+
+    def _watch(
+        self, source: Source[T], interval: float, state: WatchState | None, initial: bool
+    ) -> Watch[T]:
+        """A watch of ``source``, run by ``state``'s engine (alone: a :class:`Poller`)."""
+        telemetry = self._calls.telemetry
+        engine = (
+            Poller(source, interval=interval, state=None, initial=initial, telemetry=telemetry)
+            if state is None
+            else state.engine(source, interval=interval, initial=initial, telemetry=telemetry)
+        )
+        return Watch(source, engine)
 
     async def wait_for_order(
         self,

@@ -1,5 +1,9 @@
 """Watches: polling turned into a stream of typed changes that misses no final state.
 
+A watch is three parts: a :class:`Source` (what is polled and how two sights compare), an
+:class:`Engine` (who polls and where the place is kept: :class:`Poller` alone, or a fleet's
+engine), and the :class:`Watch` the user iterates.
+
 A :class:`Watch` polls one source (a user's orders, a pool, the top of the leaderboard) at
 an interval, compares what it sees with what it saw, and hands out one change per observed
 difference. It is *at least once*: a change counts as handled when the consumer asks for
@@ -60,9 +64,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FINAL_STATUSES",
+    "Engine",
     "FileWatchState",
     "LeaderboardChange",
     "OrderChange",
+    "Poller",
     "PoolChange",
     "Watch",
     "WatchState",
@@ -137,7 +143,20 @@ class WatchState(abc.ABC):
 
     ``identity`` names the watch (operation, key, filters, network): a state holds one
     watch, and a watch of another identity on it raises ValueError when it starts.
+    :meth:`engine` makes what runs the watch: by default a :class:`Poller` that keeps its
+    place here with ``load`` and ``save``; a fleet's state makes one of its own.
     """
+
+    def engine(
+        self,
+        source: Source[Any],
+        *,
+        interval: float,
+        initial: bool,
+        telemetry: Telemetry | None,
+    ) -> Engine:
+        """What runs a watch of ``source`` on this state."""
+        return Poller(source, interval=interval, state=self, initial=initial, telemetry=telemetry)
 
     @abc.abstractmethod
     async def load(self, identity: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -623,49 +642,162 @@ class BoardSource(Source[LeaderboardChange]):
 # --- the watch ------------------------------------------------------------------------------------
 
 
-class Watch(Generic[T]):
-    """An async iterator of changes (``async for``, ``anext()``, ``aclose()``, ``async with``).
+class Engine(abc.ABC):
+    """How a watch gets its changes and keeps its place: polling on its own (:class:`Poller`,
+    with or without a state to keep), or as one process of a fleet (``RedisWatchState``).
 
-    One task at a time steps it. A change handed out counts as handled when the next one is
-    asked for or the watch is closed; ``failures`` counts the polls that failed and were
-    tried again at the next interval.
+    Changes travel as records (JSON-shaped dicts the source decodes). ``next`` waits for the
+    next record and holds it "in hand"; ``handled`` says the one in hand was handled;
+    ``handled_now`` does the same without awaiting, where the engine can (a watch dropped
+    without ``aclose()``); ``close`` ends whatever the engine runs.
     """
 
-    __slots__ = (
-        "_busy",
-        "_closed",
-        "_in_hand",
-        "_initial",
-        "_interval",
-        "_pending",
-        "_source",
-        "_started",
-        "_state",
-        "_telemetry",
-        "failures",
-    )
+    #: Polls that failed (after their retries) and were tried again at the next interval.
+    failures: int = 0
+
+    @abc.abstractmethod
+    async def next(self) -> dict[str, Any]:
+        """The next record (after the one in hand, once that is handled)."""
+
+    @abc.abstractmethod
+    async def handled(self) -> None:
+        """The record in hand was handled."""
+
+    def handled_now(self) -> None:  # noqa: B027 - an engine that cannot does nothing
+        """The record in hand was handled, without awaiting (best effort)."""
+
+    async def close(self) -> None:  # noqa: B027 - nothing to end by default
+        """End what the engine runs."""
+
+
+class Poller(Engine):
+    """A watch that polls on its own: its source's changes queue in ``pending`` (the first
+    one is the one in hand), and ``state`` (when given) keeps the queue and the source's
+    position after every change of either."""
 
     def __init__(
         self,
-        source: Source[T],
+        source: Source[Any],
         *,
         interval: float,
         state: WatchState | None,
         initial: bool = False,
         telemetry: Telemetry | None = None,
     ) -> None:
-        self._source = source
-        self._telemetry = telemetry
-        self._interval = interval
-        self._state = state
-        self._initial = initial
-        self._pending: list[dict[str, Any]] = []
-        self._in_hand = False
+        self.source = source
+        self.interval = interval
+        self.state = state
+        self.initial = initial
+        self.telemetry = telemetry
+        self.pending: list[dict[str, Any]] = []
+        self.failures = 0
         self._started = False
+
+    async def next(self) -> dict[str, Any]:
+        if not self._started:
+            await self._start()
+        while not self.pending:
+            await self.poll_once()
+        return self.pending[0]
+
+    async def handled(self) -> None:
+        if self.pending:
+            self.pending.pop(0)
+        await self._save()
+
+    def handled_now(self) -> None:
+        if self.pending and self.state is not None:
+            self.pending.pop(0)
+            self.state.save_now(self.source.identity(), self.data())
+
+    async def _start(self) -> None:
+        self._started = True
+        state, source = self.state, self.source
+        held = None if state is None else await state.load(source.identity())
+        if held is not None:
+            source.restore(held["source"])
+            self.pending = list(held["pending"])
+            return
+        while True:
+            try:
+                self.pending = await source.baseline(self.initial)
+                break
+            except ApiError as exc:
+                await self._failed(exc)
+        await self._save()
+
+    async def poll_once(self) -> list[dict[str, Any]]:
+        """Wait for the interval (or what the server asks), poll once; the changes seen
+        (queued in ``pending``), [] for a quiet or failed poll."""
+        source = self.source
+        fetch = source.fetch
+        await asyncio.sleep(max(self.interval, fetch.hint))
+        fetch.hint = 0.0
+        fetch.moved = False
+        before = source.snapshot()
+        try:
+            changes = await self._poll()
+        except ApiError as exc:
+            source.rollback(before)  # nothing of a poll that failed half way is kept
+            await self._failed(exc)
+            return []
+        if changes:
+            self.pending += changes
+        if changes or fetch.moved:  # a quiet poll (every answer a 304) writes nothing
+            await self._save()
+        return changes
+
+    async def _poll(self) -> list[dict[str, Any]]:
+        """One poll of the source, in its span when telemetry is on."""
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await self.source.poll()
+        with telemetry.poll(self.source.identity()["watch"]) as saw:
+            changes = await self.source.poll()
+            saw(len(changes))
+        return changes
+
+    async def _failed(self, exc: ApiError) -> None:
+        if not transient(exc):
+            raise exc
+        self.failures += 1
+        log.warning(
+            "watch %s: a poll failed, tried again at the next interval: %s",
+            self.source.identity(),
+            exc,
+        )
+        await asyncio.sleep(self.interval)
+
+    def data(self) -> dict[str, Any]:
+        """What a state keeps: the source's position and the records not yet handled."""
+        return {"source": self.source.dump(), "pending": self.pending}
+
+    async def _save(self) -> None:
+        if self.state is not None:
+            await self.state.save(self.source.identity(), self.data())
+
+
+class Watch(Generic[T]):
+    """An async iterator of changes (``async for``, ``anext()``, ``aclose()``, ``async with``).
+
+    One task at a time steps it. A change handed out counts as handled when the next one is
+    asked for or the watch is closed (``break`` out of ``async for`` included); ``failures``
+    counts the polls that failed and were tried again at the next interval.
+    """
+
+    __slots__ = ("_busy", "_closed", "_engine", "_in_hand", "_source")
+
+    def __init__(self, source: Source[T], engine: Engine) -> None:
+        self._source = source
+        self._engine = engine
+        self._in_hand = False
         self._closed = False
         self._busy = False
-        #: Polls that failed (after their retries) and were tried again at the next interval.
-        self.failures = 0
+
+    @property
+    def failures(self) -> int:
+        """Polls that failed (after their retries) and were tried again at the next interval."""
+        return self._engine.failures
 
     def __aiter__(self) -> Self:
         return self
@@ -678,7 +810,7 @@ class Watch(Generic[T]):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"<Watch {self._source.identity()} {state}, {len(self._pending)} pending>"
+        return f"<Watch {self._source.identity()} {state}>"
 
     async def __anext__(self) -> T:
         if self._closed:
@@ -687,14 +819,16 @@ class Watch(Generic[T]):
             raise RuntimeError("anext(): the watch is already running in another task")
         self._busy = True
         try:
-            if not self._started:
-                await self._start()
-            elif self._in_hand:
-                await self._handled()
-            while not self._pending:
-                await self._next_poll()
+            if self._in_hand:
+                self._in_hand = False
+                await self._engine.handled()
+            record = await self._engine.next()
             self._in_hand = True
-            return self._source.decode(self._pending[0])
+            return self._source.decode(record)
+        except ApiError:
+            self._closed = True  # an error that does not heal ends the watch
+            await self._engine.close()
+            raise
         finally:
             self._busy = False
 
@@ -705,87 +839,19 @@ class Watch(Generic[T]):
         if self._busy:
             raise RuntimeError("aclose(): the watch is running in another task; cancel that task")
         self._closed = True
-        if self._in_hand:
-            await self._handled()
+        try:
+            if self._in_hand:
+                self._in_hand = False
+                await self._engine.handled()
+        finally:
+            await self._engine.close()
 
     def __del__(self) -> None:
         # Dropped without aclose() (a ``break`` out of ``async for``): the change in hand is
-        # handled, where the state can keep that without awaiting.
-        if not self._closed and self._in_hand and self._state is not None and self._pending:
+        # handled, where the engine can say so without awaiting.
+        if not self._closed and self._in_hand:
             with contextlib.suppress(Exception):
-                self._pending.pop(0)
-                self._state.save_now(self._source.identity(), self._data())
-
-    async def _start(self) -> None:
-        self._started = True
-        state, source = self._state, self._source
-        held = None if state is None else await state.load(source.identity())
-        if held is not None:
-            source.restore(held["source"])
-            self._pending = list(held["pending"])
-            return
-        self._pending = await self._baseline()
-        await self._save()
-
-    async def _baseline(self) -> list[dict[str, Any]]:
-        while True:
-            try:
-                return await self._source.baseline(self._initial)
-            except ApiError as exc:
-                await self._failed(exc)
-
-    async def _next_poll(self) -> None:
-        source = self._source
-        fetch = source.fetch
-        await asyncio.sleep(max(self._interval, fetch.hint))
-        fetch.hint = 0.0
-        fetch.moved = False
-        before = source.snapshot()
-        try:
-            changes = await self._poll()
-        except ApiError as exc:
-            source.rollback(before)  # nothing of a poll that failed half way is kept
-            await self._failed(exc)
-            return
-        if changes:
-            self._pending += changes
-        if changes or fetch.moved:  # a quiet poll (every answer a 304) writes nothing
-            await self._save()
-
-    async def _poll(self) -> list[dict[str, Any]]:
-        """One poll of the source, in its span when telemetry is on."""
-        telemetry = self._telemetry
-        if telemetry is None:
-            return await self._source.poll()
-        with telemetry.poll(self._source.identity()["watch"]) as saw:
-            changes = await self._source.poll()
-            saw(len(changes))
-        return changes
-
-    async def _failed(self, exc: ApiError) -> None:
-        if not transient(exc):
-            self._closed = True
-            raise exc
-        self.failures += 1
-        log.warning(
-            "watch %s: a poll failed, tried again at the next interval: %s",
-            self._source.identity(),
-            exc,
-        )
-        await asyncio.sleep(self._interval)
-
-    async def _handled(self) -> None:
-        self._in_hand = False
-        if self._pending:
-            self._pending.pop(0)
-        await self._save()
-
-    def _data(self) -> dict[str, Any]:
-        return {"source": self._source.dump(), "pending": self._pending}
-
-    async def _save(self) -> None:
-        if self._state is not None:
-            await self._state.save(self._source.identity(), self._data())
+                self._engine.handled_now()
 
 
 def order_filter(market: str | None, side: str | None) -> Callable[[Order], bool]:
