@@ -295,7 +295,6 @@ FIGURES: dict[str, Figure] = {
     "limiter.redis.ratio": _limiter_ratio("redis", "local", "cpu_us"),
     "limiter.redis.ask.added": _limiter_ratio("redis", "local", "ask_cpu_us", added=True),
     "export.mb": _value("export", "memory.growth_mb", "{:.0f}"),
-    "export.file.mb": _value("export", "memory.file_mb", "{:.0f}"),
 }
 
 
