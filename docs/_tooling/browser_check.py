@@ -26,6 +26,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,11 +83,14 @@ def chromium() -> Iterator[str]:
     binary = os.environ.get("CHROMIUM") or shutil.which("chromium")
     if binary is None:
         raise SystemExit("no chromium: install Debian's chromium package (make docs does)")
-    with tempfile.TemporaryDirectory(prefix="docs-browser-") as profile:
+    # Chromium's crash handlers outlive it in sessions of their own, but write elsewhere
+    # (~/.config/chromium); a file one of them might leave is no reason to fail the check.
+    with tempfile.TemporaryDirectory(prefix="docs-browser-", ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes in a process group of its own
         )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -98,12 +102,37 @@ def chromium() -> Iterator[str]:
             port, path = port_file.read_text().split()[:2]
             yield f"ws://127.0.0.1:{port}{path}"
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop Chromium and every helper it started (its process group), and return once none
+    is left: a helper still writing into the profile would make its removal fail."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    deadline = time.monotonic() + 10
+    while _group_alive(process.pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)  # polling: the helpers are not our children, nothing to wait() on
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs (zombies, which write nothing, aside)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == group and fields[0] != "Z":  # state, ppid, pgrp, ...
+                return True
+    return False
 
 
 class Browser:
