@@ -390,8 +390,10 @@ class OrderSource(Source[OrderChange]):
         return self._identity
 
     async def baseline(self, initial: bool) -> list[dict[str, Any]]:
-        profile = await self.fetch.fresh(self._profile())
+        self.fetch.etags.clear()  # a baseline is taken whole
+        profile = await self.fetch.get("profile", self._profile())
         page = await self.fetch.get("page", self._page(None))
+        assert profile is not None
         self.known = {o.transaction_id: o for o in profile.orders if self._open_match(o)}
         self.front = [] if page is None else [o.transaction_id for o in page.orders]
         if not initial:
