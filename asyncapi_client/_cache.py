@@ -765,6 +765,46 @@ def _stored_answer(
     return (None, None) if hit is None else (hit._replace(cache="hit"), stored)
 
 
+async def _revalidated(
+    cache: CacheBackend,
+    request: Request[T],
+    key: str,
+    entry: Entry,
+    answer: Outcome[Any],
+    send: Send,
+    bound: float,
+    started: float,
+    sent: SentHeader,
+) -> Cached[T]:
+    """The stored ``entry`` confirmed by the 304 ``answer``: refreshed with its headers
+    (RFC 9111 section 4.3.4), or fetched whole when the 304 names another representation
+    or what it confirms does not decode."""
+    sent_back = _strong(validators(answer.headers)[0])
+    if sent_back is not None and sent_back != entry.etag:
+        # it confirms another representation than ours (RFC 9111, 4.3.4): ask whole
+        return await _fetch(cache, request, key, None, send, bound, started, sent)
+    confirmed = _from_entry(request, entry, entry.headers, answer.attempts, started)
+    if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
+        await cache._drop(key, bound)
+        return await _fetch(cache, request, key, None, send, bound, started, sent)
+    headers = _merged(entry.headers, answer.headers)
+    lifetime = freshness(headers, cache.ttl[request.operation])
+    if lifetime is None:
+        await cache._drop(key, bound)
+    else:
+        etag, modified = validators(headers)
+        refreshed = entry._replace(
+            headers=headers,
+            etag=etag,
+            last_modified=modified,
+            stored_at=cache.now(),
+            lifetime=lifetime,
+            varied=_varied(headers, sent),
+        )
+        await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
+    return confirmed._replace(headers=headers, cache="revalidated")
+
+
 async def _fetch(
     cache: CacheBackend,
     request: Request[T],
@@ -783,31 +823,6 @@ async def _fetch(
     except ApiError as exc:
         if entry is None:
             raise
-        if asked is not None and isinstance(exc, StatusError) and exc.status == 304:
-            sent_back = _strong(validators(exc.headers)[0])
-            if sent_back is not None and sent_back != entry.etag:
-                # it confirms another representation than ours (RFC 9111, 4.3.4): ask whole
-                return await _fetch(cache, request, key, None, send, bound, started, sent)
-            confirmed = _from_entry(request, entry, entry.headers, exc.attempts, started)
-            if confirmed is None:  # what the 304 confirms does not decode: fetch it whole
-                await cache._drop(key, bound)
-                return await _fetch(cache, request, key, None, send, bound, started, sent)
-            headers = _merged(entry.headers, exc.headers)
-            lifetime = freshness(headers, ttl)
-            if lifetime is None:
-                await cache._drop(key, bound)
-            else:
-                etag, modified = validators(headers)
-                refreshed = entry._replace(
-                    headers=headers,
-                    etag=etag,
-                    last_modified=modified,
-                    stored_at=cache.now(),
-                    lifetime=lifetime,
-                    varied=_varied(headers, sent),
-                )
-                await cache._put(key, refreshed, cache._keep(request.operation, refreshed), bound)
-            return confirmed._replace(headers=headers, cache="revalidated")
         if (
             _servable_on_error(exc)
             and entry.age(cache.now()) - entry.lifetime <= cache.stale_if_error
@@ -817,6 +832,8 @@ async def _fetch(
             if stale is not None:
                 return stale._replace(cache="stale")
         raise
+    if outcome.status == 304 and entry is not None:  # asked, and the entry still holds
+        return await _revalidated(cache, request, key, entry, outcome, send, bound, started, sent)
     answered = outcome.headers
     lifetime = freshness(answered, ttl)
     if lifetime is None:

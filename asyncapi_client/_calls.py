@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._errors import StatusError
 from ._pipeline import Pipeline
 from ._request import Outcome, Request, Response
 
@@ -95,15 +94,12 @@ class Calls:
         cache, inside its span; the Outcome, or None for a 304, and the answer's headers."""
         headers = None if etag is None else {"If-None-Match": etag}
         pipeline = self._pipeline
-        try:
-            if self._telemetry is None:
-                outcome = await pipeline.outcome(request, headers)
-            else:
-                outcome = await self._telemetry.call(
-                    request, lambda sent: pipeline.outcome(sent, headers)
-                )
-        except StatusError as exc:
-            if exc.status == 304 and etag is not None:
-                return None, exc.headers
-            raise
+        if self._telemetry is None:
+            outcome = await pipeline.outcome(request, headers)
+        else:
+            outcome = await self._telemetry.call(
+                request, lambda sent: pipeline.outcome(sent, headers)
+            )
+        if outcome.status == 304:  # only ever to a conditional request
+            return None, outcome.headers
         return outcome, outcome.headers

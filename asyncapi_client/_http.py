@@ -422,7 +422,7 @@ class AiohttpSender:
             response, target, hops = await self._answer(
                 session, request, target, attempt, conditional
             )
-            body = await self._body(response, url, network)
+            body = await self._body(response, url, network, conditional is not None)
         except _FAILURES as exc:
             # the cause is aiohttp's own error, not the _Dropped our middleware wraps it in
             dropped = isinstance(exc, _Dropped) and exc.__cause__ is not None
@@ -509,11 +509,16 @@ class AiohttpSender:
             return session.get(target, **options, trace_request_ctx=context)
         return session.get(target, **options)
 
-    async def _body(self, response: aiohttp.ClientResponse, url: str, network: Network) -> bytes:
-        """The body of a 2xx answer, read under ``max_response_bytes``; any other status
-        raised as its StatusError (with up to 64 KiB of its body). The response is released."""
+    async def _body(
+        self, response: aiohttp.ClientResponse, url: str, network: Network, conditional: bool
+    ) -> bytes:
+        """The body of a 2xx answer, read under ``max_response_bytes`` (a 304 to a
+        ``conditional`` request: no body); any other status raised as its StatusError (with
+        up to 64 KiB of its body). The response is released."""
         try:
             status = response.status
+            if status == 304 and conditional:
+                return b""  # "not modified": what the caller holds still holds
             if status >= 300 or status < 200:
                 text = await _read_preview(response)
                 raise status_error(

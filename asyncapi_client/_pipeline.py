@@ -365,10 +365,11 @@ class Pipeline:
 
 
 def _decoded(call: Call, reply: Reply) -> Outcome[Any]:
-    """The Outcome of ``reply``: its body decoded (a DecodeError names the request)."""
+    """The Outcome of ``reply``: its body decoded (a DecodeError names the request); a 304
+    to a conditional call has no body and no value (None)."""
     request = call.request
     try:
-        value = request.decode(reply.body)
+        value = None if reply.status == 304 else request.decode(reply.body)
     except DecodeError as exc:
         exc.url, exc.network = request.url, request.network.value
         raise

@@ -107,8 +107,9 @@ class Sender(Protocol):
     """Sends the attempts of the pipeline (asyncapi_client/_http.py: aiohttp).
 
     ``send`` makes attempt number ``attempt`` of ``request`` (with the extra request headers
-    ``conditional``, the cache's validators, when given) and returns its 2xx :class:`Reply`,
-    or raises an :class:`~asyncapi_client.ApiError` (a non-2xx answer as a ``StatusError``);
+    ``conditional``, the validators of a cache or a watch, when given) and returns its 2xx
+    :class:`Reply` (or, to a conditional request, a 304 with no body), or raises an
+    :class:`~asyncapi_client.ApiError` (any other non-2xx answer as a ``StatusError``);
     ``open`` gets it ready inside the running loop; ``close`` ends what it owns;
     ``learn`` tells it where a network's requests go. ``attempt_timeout`` bounds one attempt
     (seconds), and each question the pipeline asks its limiter and cache.
@@ -130,7 +131,8 @@ class Sender(Protocol):
 class Upstream(Protocol):
     """What a stage around the pipeline (the cache) may use of it: ``ready`` refuses a call
     on a closed client or another loop; ``outcome`` runs one call (with the validators
-    ``conditional`` on each attempt); ``attempt_timeout`` bounds one attempt (seconds)."""
+    ``conditional`` on each attempt: its Outcome is then a 304 with value None when they
+    still hold); ``attempt_timeout`` bounds one attempt (seconds)."""
 
     attempt_timeout: float
 
