@@ -14,6 +14,7 @@ then CKPT and the parts are removed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import shutil
@@ -114,6 +115,7 @@ class _Parts:
 
     def __init__(self, output: str, store: CheckpointFile) -> None:
         directory, name = os.path.split(output)
+        self.output = output
         self.dir = os.path.join(directory, f".{name}.parts")
         self.store = store
         self._lock: int | None = None
@@ -122,17 +124,20 @@ class _Parts:
         return os.path.join(self.dir, f"{number:06d}.parquet")
 
     def open(self) -> None:
-        """The directory, made if missing and locked: a second run at once is refused."""
+        """The directory, made if missing and locked: a second run at once is refused.
+        OSError when it cannot be made (the output's directory is missing, say), or when
+        the output is a directory."""
+        if os.path.isdir(self.output):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self.output)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self.dir)
         try:
-            os.makedirs(self.dir, exist_ok=True)
             self._lock = _export.lock(self.dir)
         except BlockingIOError:
             raise UsageError(
                 f"--checkpoint {self.store.path}: another run is writing this export "
                 f"(its parts in {self.dir} are locked)"
             ) from None
-        except OSError as exc:
-            raise UsageError(f"--output: cannot keep the parts in {self.dir}: {exc}") from None
 
     def close(self) -> None:
         if self._lock is not None:
@@ -296,11 +301,11 @@ async def export_resumably(
     args = ctx.args
     output: str = args.output
     store = CheckpointFile(args.checkpoint)
-    saved = store.load()
-    store.check_writable()
     parts = _Parts(output, store)
-    parts.open()
+    parts.open()  # first: a run of the same export still going is refused untouched
     try:
+        saved = store.load()
+        store.check_writable()
         identity = _identity(ctx)
         if saved is None:
             state = parts.fresh(identity)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from asyncapi_client._cli._checkpoint import CheckpointFile
+from asyncapi_client._export import lock
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
 from tests._cli import cli, hosts, subprocess_env
 
@@ -196,3 +197,32 @@ def test_a_checkpoint_that_does_not_fit_is_refused_before_any_request(
     assert says in line
     assert len(server.requests) == asked
     assert checkpoint.exists()  # kept: it still belongs to the export that made it
+
+
+def test_a_second_run_of_an_export_still_running_is_refused(
+    server: FakeServer, tmp_path: Path
+) -> None:
+    output, checkpoint = tmp_path / "orders.parquet", tmp_path / "orders.ckpt"
+    parts = tmp_path / ".orders.parquet.parts"
+    parts.mkdir()
+    running = lock(str(parts))  # what the run still going holds
+    assert running is not None
+    try:
+        run = cli(*arguments(output, checkpoint), env=hosts(server.base_url))
+    finally:
+        os.close(running)
+    assert "another run is writing this export" in run.one_line_error(2)
+    assert server.requests == []
+    assert names(tmp_path) == [".orders.parquet.parts"]
+
+
+@pytest.mark.parametrize("where", ["missing directory", "a directory"])
+def test_an_output_that_cannot_be_written_fails_before_any_request(
+    server: FakeServer, tmp_path: Path, where: str
+) -> None:
+    output = tmp_path / "no" / "orders.parquet" if where == "missing directory" else tmp_path
+    checkpoint = tmp_path / "orders.ckpt"
+    run = cli(*arguments(output, checkpoint), env=hosts(server.base_url))
+    assert run.one_line_error(1).startswith("asyncapi-client: error: cannot write the output: ")
+    assert server.requests == []
+    assert not checkpoint.exists()
