@@ -256,13 +256,26 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
         group.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
 
 
+def _page_size_option(parser: argparse.ArgumentParser) -> None:
+    """``--page-size N``, the walks' ``page_size=``; ``--limit N`` is the same option."""
+    parser.add_argument(
+        "--page-size",
+        "--limit",
+        dest="page_size",
+        type=_type(_positive_int),
+        metavar="N",
+        help="items a page (with --all, the page size of the walk); --limit is another name",
+    )
+
+
 def _checkpoint_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
         metavar="FILE",
         help=(
-            "with --all: keep the walk's position in FILE after each item; run again with the "
-            "same FILE to continue after a crash (FILE is removed when the walk completes)"
+            "with --all: keep the walk's position in FILE after each item (with --format "
+            "parquet, after each row group); run again with the same arguments and FILE to "
+            "continue after a crash (FILE is removed when the walk completes)"
         ),
     )
 
@@ -342,17 +355,15 @@ def build_parser(
     sub = command("user", "a user's profile: balances, orders, positions")
     sub.add_argument("address", metavar="ADDRESS")
 
-    sub = command("orders", "one page of a user's orders, or with --all every order")
-    sub.add_argument("address", metavar="ADDRESS")
+    sub = command(
+        "orders",
+        "one page of a user's orders, or with --all every order (of each ADDRESS in turn)",
+    )
+    sub.add_argument("addresses", metavar="ADDRESS", nargs="+", help="a user (several: --all)")
     sub.add_argument("--market", metavar="M", help="only orders of this market (pool id)")
     sub.add_argument("--status", type=_type(_status), metavar="S", help="OPEN, FILLED, ...")
     sub.add_argument("--side", type=_type(_side), metavar="S", help="BUY or SELL")
-    sub.add_argument(
-        "--limit",
-        type=_type(_positive_int),
-        metavar="N",
-        help="page size (with --all, of the walk)",
-    )
+    _page_size_option(sub)
     sub.add_argument("--cursor", metavar="C", help="the page at cursor C (from a page's cursor)")
     sub.add_argument("--all", action="store_true", help="follow the cursor to the last page")
     _checkpoint_option(sub)
@@ -360,12 +371,7 @@ def build_parser(
 
     sub = command("leaderboard", "one page of the leaderboard, or with --all every entry")
     sub.add_argument("--page", type=_type(_positive_int), metavar="N", help="page number (from 1)")
-    sub.add_argument(
-        "--limit",
-        type=_type(_positive_int),
-        metavar="N",
-        help="page size (with --all, of the walk)",
-    )
+    _page_size_option(sub)
     sub.add_argument("--all", action="store_true", help="every page, fetched concurrently")
     _checkpoint_option(sub)
     _export_options(sub)

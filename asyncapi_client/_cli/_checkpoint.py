@@ -26,6 +26,8 @@ class CheckpointFile:
     """The checkpoint of one walk, in ``path``."""
 
     def __init__(self, path: str) -> None:
+        if not path:
+            raise UsageError("--checkpoint FILE: the name is empty")
         self.path = Path(path)
         self._temporary = self.path.with_name(f".{self.path.name}.tmp")
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from asyncapi_client._checkpoint import Checkpoint
 from asyncapi_client._client import Client
 from asyncapi_client._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
 from asyncapi_client._network import HostConfigError, Hosts, Network
@@ -19,7 +20,22 @@ from ._args import PROG, UsageError
 from ._checkpoint import CheckpointFile
 from ._render import ENTRIES, MARKETS, ORDERS, POOL, TOKENS, USER, Kind, Progress, Renderer
 
-__all__ = ["Context", "client_for", "leaderboard", "markets", "orders", "pool", "tokens", "user"]
+__all__ = [
+    "Context",
+    "StartWalk",
+    "addresses",
+    "board_walks",
+    "client_for",
+    "first_walk",
+    "leaderboard",
+    "markets",
+    "order_walks",
+    "orders",
+    "pool",
+    "resumed_walk",
+    "tokens",
+    "user",
+]
 
 P = TypeVar("P")
 
@@ -98,27 +114,66 @@ async def user(ctx: Context) -> int:
     return EXIT_OK
 
 
+def addresses(ctx: Context) -> list[str]:
+    """The users ``orders`` was given: one, or with ``--all`` several, each once."""
+    args = ctx.args
+    given: list[str] = args.addresses
+    if len(given) > 1 and not args.all:
+        raise UsageError("orders: several addresses need --all (one page is of one user)")
+    twice = [address for i, address in enumerate(given) if address in given[:i]]
+    if twice:
+        raise UsageError(f"orders: ADDRESS {twice[0]} is given twice")
+    return given
+
+
+#: Makes the walk of one of a command's walks: ``resume`` is a checkpoint's text, or None.
+StartWalk = Callable[[str | None], Walk[Any]]
+
+
+def order_walks(ctx: Context, client: Client) -> list[StartWalk]:
+    """One walk of orders for each address, in order, made only when its turn comes."""
+    args = ctx.args
+    filters: dict[str, Any] = {"market": args.market, "status": args.status, "side": args.side}
+
+    def walk_of(address: str) -> StartWalk:
+        def start(resume: str | None) -> Walk[Order]:
+            return client.iter_orders(address, page_size=args.page_size, resume=resume, **filters)
+
+        return start
+
+    return [walk_of(address) for address in addresses(ctx)]
+
+
+def board_walks(ctx: Context, client: Client) -> list[StartWalk]:
+    def start(resume: str | None) -> Walk[LeaderboardEntry]:
+        return client.iter_leaderboard(page_size=ctx.args.page_size, resume=resume)
+
+    return [start]
+
+
 async def orders(ctx: Context) -> int:
     args = ctx.args
     filters: dict[str, Any] = {"market": args.market, "status": args.status, "side": args.side}
     if args.all and args.cursor is not None:
         raise UsageError("orders: --cursor cannot be combined with --all")
+    users = addresses(ctx)
     _check_checkpoint_use(ctx, "orders")
     async with client_for(ctx) as client:
         if args.checkpoint is not None:
-
-            def walk(resume: str | None) -> Walk[Order]:
-                return client.iter_orders(
-                    args.address, page_size=args.limit, resume=resume, **filters
-                )
-
-            await checkpointed(ctx, walk, ORDERS)
+            await checkpointed(ctx, order_walks(ctx, client), ORDERS, users)
             return EXIT_OK
         if args.all:
-            pages = client.iter_order_pages(args.address, page_size=args.limit, **filters)
-            await stream(ctx, pages, _orders_of, ORDERS)
+
+            async def pages() -> AsyncIterator[OrdersPage]:
+                for user in users:
+                    walk = client.iter_order_pages(user, page_size=args.page_size, **filters)
+                    async with contextlib.aclosing(walk):
+                        async for page in walk:
+                            yield page
+
+            await stream(ctx, pages(), _orders_of, ORDERS)
             return EXIT_OK
-        page = await client.orders(args.address, limit=args.limit, cursor=args.cursor, **filters)
+        page = await client.orders(users[0], limit=args.page_size, cursor=args.cursor, **filters)
     ctx.render.page(ORDERS, page, page.orders)
     return EXIT_OK
 
@@ -130,17 +185,13 @@ async def leaderboard(ctx: Context) -> int:
     _check_checkpoint_use(ctx, "leaderboard")
     async with client_for(ctx) as client:
         if args.checkpoint is not None:
-
-            def walk(resume: str | None) -> Walk[LeaderboardEntry]:
-                return client.iter_leaderboard(page_size=args.limit, resume=resume)
-
-            await checkpointed(ctx, walk, ENTRIES)
+            await checkpointed(ctx, board_walks(ctx, client), ENTRIES)
             return EXIT_OK
         if args.all:
-            pages = client.iter_leaderboard_pages(page_size=args.limit)
+            pages = client.iter_leaderboard_pages(page_size=args.page_size)
             await stream(ctx, pages, _entries_of, ENTRIES)
             return EXIT_OK
-        page = await client.leaderboard(page=args.page, limit=args.limit)
+        page = await client.leaderboard(page=args.page, limit=args.page_size)
     ctx.render.page(ENTRIES, page, page.leaderboard)
     return EXIT_OK
 
@@ -153,25 +204,52 @@ def _check_checkpoint_use(ctx: Context, command: str) -> None:
         raise UsageError(f"{command}: --checkpoint needs --all")
     if ctx.render.name == "json":
         raise UsageError(
-            f"{command}: --checkpoint needs --format jsonl, csv or table "
-            "(one JSON array cannot be continued by a second run)"
+            f"{command}: --checkpoint needs --format jsonl, csv or table (or parquet with "
+            "--output): one JSON array cannot be continued by a second run"
         )
 
 
-async def checkpointed(ctx: Context, start: Callable[[str | None], Walk[Any]], kind: Kind) -> None:
-    """Walk item by item; after each item is written and flushed, save the checkpoint.
+def resumed_walk(store: CheckpointFile, saved: str, users: Sequence[str] | None) -> int:
+    """Which of the command's walks the saved checkpoint is in: its user's place among
+    ``users`` (orders), or 0 (the leaderboard's one walk)."""
+    if users is None:
+        return 0
+    try:
+        address = Checkpoint.from_json(saved).address
+    except ValueError as exc:
+        raise UsageError(f"--checkpoint {store.path}: {exc}") from None
+    if address not in users:
+        raise UsageError(
+            f"--checkpoint {store.path}: it is the checkpoint of a walk of {address}, "
+            "which is not among the ADDRESS arguments"
+        )
+    return users.index(address)
+
+
+def first_walk(store: CheckpointFile, start: StartWalk, saved: str | None) -> Walk[Any]:
+    """The walk the run begins with, resumed from ``saved``: a checkpoint of another walk
+    (other filters, operation or network) is a usage error."""
+    try:
+        return start(saved)
+    except ValueError as exc:
+        if saved is None:
+            raise
+        raise UsageError(f"--checkpoint {store.path}: {exc}") from None
+
+
+async def checkpointed(
+    ctx: Context, walks: Sequence[StartWalk], kind: Kind, users: Sequence[str] | None = None
+) -> None:
+    """Walk item by item, each walk in turn; after each item is written and flushed, save
+    the checkpoint (and at the start of each next walk, that walk's start).
 
     A saved checkpoint is resumed (and stderr says so); the file goes when the walk is done.
     """
     store = CheckpointFile(ctx.args.checkpoint)
     saved = store.load()
     store.check_writable()
-    try:
-        walk = start(saved)
-    except ValueError as exc:
-        if saved is None:
-            raise
-        raise UsageError(f"--checkpoint {store.path}: {exc}") from None
+    first = 0 if saved is None else resumed_walk(store, saved, users)
+    walk = first_walk(store, walks[first], saved)
     out = ctx.render.out
     if saved is not None:
         out.stderr.write(f"{PROG}: resuming the walk from the checkpoint in {store.path}\n")
@@ -179,13 +257,17 @@ async def checkpointed(ctx: Context, start: Callable[[str | None], Walk[Any]], k
     progress = Progress(out, kind.noun)
     writer = ctx.render.walk(kind, continued=saved is not None)
     try:
-        async with contextlib.aclosing(walk):
-            async for item in walk:
-                progress.before_output()
-                writer.add([item])
-                out.flush()
+        for index in range(first, len(walks)):
+            if index > first:
+                walk = walks[index](None)
                 store.save(walk.checkpoint.to_json())
-                progress.update(writer.count)
+            async with contextlib.aclosing(walk):
+                async for item in walk:
+                    progress.before_output()
+                    writer.add([item])
+                    out.flush()
+                    store.save(walk.checkpoint.to_json())
+                    progress.update(writer.count)
     except BaseException:
         writer.stop()
         progress.finish()

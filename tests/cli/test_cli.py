@@ -385,7 +385,7 @@ def test_usage_errors_show_the_command_usage_then_one_error_line() -> None:
     run = cli("orders", "0xabc", "--limit", "0")
     usage, error = run.stderr.split("\nasyncapi-client: error: ")
     assert usage.startswith("usage: asyncapi-client orders ")
-    assert error.startswith("argument --limit: expected a positive integer")
+    assert error.startswith("argument --page-size/--limit: expected a positive integer")
 
 
 def test_global_options_work_before_or_after_the_command(fake: Fake) -> None:

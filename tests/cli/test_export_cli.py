@@ -113,10 +113,7 @@ def test_on_a_terminal_the_progress_goes_to_stderr(fake: FakeServer, tmp_path: P
         (["orders", "A", "--format", "parquet", "--output", "f"], "needs --all"),
         (["tokens", "--format", "parquet"], "is for orders --all and leaderboard --all only"),
         (["orders", "A", "--all", "--output", "f"], "--output FILE is for --format parquet"),
-        (
-            ["leaderboard", "--all", "--format", "parquet", "--output", "f", "--checkpoint", "c"],
-            "--checkpoint cannot be combined with --format parquet",
-        ),
+        (["leaderboard", "--all", "--format", "parquet", "--output", ""], "the name is empty"),
         (["leaderboard", "--decimal-scale", "39"], "expected an integer from 0 to 38"),
         (["leaderboard", "--rows-per-group", "0"], "expected a positive integer"),
         (["leaderboard", "--rows-per-group", "67108865"], "expected at most 67,108,864 rows"),

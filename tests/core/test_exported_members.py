@@ -63,7 +63,7 @@ CONTRACT_CLASSES = {
     "SyncWatch",
 }
 
-CONTRACT_FUNCTIONS = {"to_json", "to_wire"}
+CONTRACT_FUNCTIONS = {"to_json", "to_wire", "write_parquet"}
 
 # Argument types: the strings status=, side= and network= take (for annotating a user's own
 # variables), and deadline='s "not given" sentinel with its type.
