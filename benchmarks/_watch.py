@@ -77,7 +77,7 @@ async def _requests_per_interval(server: FakeServer, address: str) -> dict[str, 
         waiting = asyncio.ensure_future(anext(watch))
         before = len(server.requests)
         async with asyncio.timeout(30):
-            while len(server.requests) < before + 42:  # the server runs on its own thread
+            while len(server.requests) < before + 42:  # noqa: ASYNC110 - on another thread
                 await asyncio.sleep(0.05)
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)

@@ -709,11 +709,14 @@ def guide_programs() -> list[str]:
     return programs
 
 
+GUIDE_PROGRAMS = 5
+
+
 def test_the_guide_has_runnable_programs() -> None:
-    assert len(guide_programs()) == 4
+    assert len(guide_programs()) == GUIDE_PROGRAMS
 
 
-@pytest.mark.parametrize("number", [0, 1, 2, 3])
+@pytest.mark.parametrize("number", range(GUIDE_PROGRAMS))
 def test_each_program_of_the_guide_runs(number: int, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", guide_programs()[number]],
