@@ -233,6 +233,11 @@ class LoopRedis:
         """The running loop's client (made now if it has none)."""
         return self._bind(asyncio.get_running_loop()).client
 
+    def ready(self) -> aredis.Redis | None:
+        """The running loop's client if :meth:`client` made it ready already (no await)."""
+        bound = self._bound.get(asyncio.get_running_loop())
+        return None if bound is None or bound.keeper is None else bound.client
+
     async def client(self) -> aredis.Redis:
         """The running loop's client; the first call on a loop arranges for its closing when
         that loop shuts down."""

@@ -323,7 +323,8 @@ class RedisLimiter:
         scope = asyncio.timeout(CALL_TIMEOUT)
         try:
             async with scope:
-                reply = await script(keys=keys, args=args, client=await self._loops.client())
+                client = self._loops.ready() or await self._loops.client()
+                reply = await script(keys=keys, args=args, client=client)
         except TimeoutError as exc:
             if not scope.expired():
                 raise self._failure(exc, network) from exc
