@@ -408,21 +408,31 @@ class _SyncStream(Generic[T]):
         self._task: asyncio.Task[Any] | None = None
         self._closing = False
 
-    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
-        """Run a step of the walk on its loop (not in a process forked after it began)."""
-        _refuse_in_running_loop(coro, self._runner)
+    def _check_process(self) -> None:
+        """Refuse a walk begun in the parent of this forked process (before its lock: a
+        thread of the parent may have held that at the fork)."""
         if self._pid != _pid:
-            coro.close()
             raise RuntimeError(
                 "this walk began before the process was forked: its requests belong to the "
                 "parent; begin a new walk here (resume= its checkpoint to go on from there)"
             )
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run a step of the walk on its loop (not in a process forked after it began, nor
+        from a thread whose own event loop runs)."""
+        _refuse_in_running_loop(coro, self._runner)
+        try:
+            self._check_process()
+        except RuntimeError:
+            coro.close()
+            raise
         return self._runner.run(coro)
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> T:
+        self._check_process()
         with self._lock:
             if self._closing:
                 raise StopIteration
@@ -502,6 +512,8 @@ class SyncWalk(_SyncStream[T]):
     @property
     def checkpoint(self) -> Checkpoint:
         """The position just after the last item handed out (before the first: the start)."""
+        if self._pid != _pid:  # a walk of the parent: nothing of it runs in this process
+            return self._walk.checkpoint
         if self._lock.acquire(blocking=False):
             try:
                 return self._walk.checkpoint
@@ -565,6 +577,7 @@ class SyncWalk(_SyncStream[T]):
             rows: rows in each batch.
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        self._check_process()
         if self._closing:
             raise RuntimeError("record_batches(): the walk is closed")
         batches = self._walk.record_batches(rows=rows, decimal_scale=decimal_scale)
@@ -573,6 +586,7 @@ class SyncWalk(_SyncStream[T]):
     def _pull(self, batches: AsyncIterator[Any]) -> Generator[Any, None, None]:
         try:
             while True:
+                self._check_process()
                 with self._lock:
                     if self._closing:
                         return
@@ -589,6 +603,7 @@ class SyncWalk(_SyncStream[T]):
     def _whole(
         self, export: Callable[..., Coroutine[Any, Any, R]], name: str, *args: Any, **kwargs: Any
     ) -> R:
+        self._check_process()
         with self._lock:
             if self._closing:
                 raise RuntimeError(f"{name}(): the walk is closed")
