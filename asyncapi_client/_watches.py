@@ -852,6 +852,16 @@ class Watch(Generic[T]):
         finally:
             await self._engine.close()
 
+    async def _abandon(self) -> None:
+        """Stop watching and leave the change in hand unhandled (the command line, stopped
+        before that change's line was written): a watch started again on the same state
+        delivers it again."""
+        if self._closed:
+            return
+        self._closed = True
+        self._in_hand = False
+        await self._engine.close()
+
     def __del__(self) -> None:
         # Dropped without aclose() (a ``break`` out of ``async for``): the change in hand is
         # handled, where the engine can say so without awaiting.
