@@ -22,7 +22,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _cache, _calls, _contenders, _data, _fleet, _outside
+from . import _cache, _calls, _contenders, _data, _fake, _fleet, _outside
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -1195,4 +1195,5 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "limiter": _fleet.limiter,
     "cache": _cache.cache,
     "sync": _sync,
+    "fake": _fake.fake,
 }
