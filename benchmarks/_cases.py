@@ -22,7 +22,7 @@ import attrs
 
 from asyncapi_client import Client
 
-from . import _cache, _calls, _contenders, _data, _fleet, _outside, _watch
+from . import _cache, _calls, _contenders, _data, _fake, _fleet, _outside, _watch
 from ._server import _ROOT, ServerProcess
 from ._stats import per_round_ratios, spread, summary
 
@@ -1208,5 +1208,6 @@ CASES: Final[dict[str, Callable[[Config, ServerProcess], dict[str, Any]]]] = {
     "limiter": _fleet.limiter,
     "cache": _cache.cache,
     "sync": _sync,
+    "fake": _fake.fake,
     "watch": lambda cfg, server: _watch.watch(cfg, server, _row),
 }

@@ -10,7 +10,7 @@ from typing import Final
 __all__ = ["Activity", "check_rate"]
 
 #: The shortest wait between two turns: a high rate applies a few changes a turn.
-_MIN_TICK: Final = 0.005
+_MIN_TICK: Final = 0.05
 
 
 def check_rate(value: object) -> float | None:

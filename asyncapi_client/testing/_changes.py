@@ -30,7 +30,10 @@ _KINDS: Final[tuple[ChangeKind, ...]] = (
     "pool.update",
     "leaderboard.update",
 )
+# Weights of the kinds; new orders come less often while more orders work than at the start,
+# so that the working orders (and the profiles that list them) stay about as many as that.
 _WEIGHTS: Final = (3, 4, 2, 1)
+_FEWER_NEW: Final = 1
 _SIDES: Final = ("BUY", "SELL")
 # what happens to a working order: filled in part, filled, cancelled, expired
 _PARTIAL, _FILLED, _CANCELLED = 0.45, 0.75, 0.92
@@ -114,6 +117,7 @@ class ChangeMaker:
         # user address -> that user's working orders, newest first (the same dicts), built on
         # first use; an order closed by a test's edit is dropped when it is drawn.
         self._working: dict[str, list[WireDict]] | None = None
+        self._usual = 0  # how many orders worked at the start (at least a few a user)
 
     def make(self, data: ExchangeData, n: int) -> list[Change]:
         """Apply up to ``n`` changes to ``data`` and journal them; fewer when nothing can change."""
@@ -127,30 +131,30 @@ class ChangeMaker:
         return made
 
     def _one(self, data: ExchangeData) -> Change | None:
-        working = self._index(data)
         for _ in range(8):  # a drawn order may turn out closed by an edit: draw again
-            kinds = [
-                (kind, weight)
-                for kind, weight, possible in zip(
-                    _KINDS,
-                    _WEIGHTS,
-                    (
-                        bool(data.pools) and bool(data.users.keys() | data.orders.keys()),
-                        any(working.values()),
-                        bool(data.pools),
-                        bool(data.leaderboard),
-                    ),
-                    strict=True,
-                )
-                if possible
-            ]
+            kinds = self._kinds(data)
             if not kinds:
                 return None
-            kind = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
+            kind = self.rng.choices(list(kinds), list(kinds.values()))[0]
             made = self._apply(data, kind)
             if made is not None:
                 return made
         return None
+
+    def _kinds(self, data: ExchangeData) -> dict[ChangeKind, int]:
+        """The kinds of change possible now, with their weights."""
+        working = self._index(data)
+        count = sum(map(len, working.values()))
+        possible = (
+            bool(data.pools) and bool(data.users.keys() | data.orders.keys()),
+            count > 0,
+            bool(data.pools),
+            bool(data.leaderboard),
+        )
+        weights = dict(zip(_KINDS, _WEIGHTS, strict=True))
+        if count > self._usual:
+            weights["order.new"] = _FEWER_NEW
+        return {k: w for (k, w), ok in zip(weights.items(), possible, strict=True) if ok}
 
     def _apply(self, data: ExchangeData, kind: ChangeKind) -> Change | None:
         if kind == "order.new":
@@ -186,6 +190,8 @@ class ChangeMaker:
                 address: [o for o in orders if o.get("status") in WORKING]
                 for address, orders in data.orders.items()
             }
+            users = len(data.users.keys() | data.orders.keys())
+            self._usual = max(sum(map(len, self._working.values())), 4 * users)
         return self._working
 
     # --- orders -----------------------------------------------------------------------
@@ -302,13 +308,20 @@ class ChangeMaker:
 
     def _update_leaderboard(self, data: ExchangeData) -> Change:
         board = data.leaderboard
-        entry = self.rng.choice(board)
+        was = self.rng.randrange(len(board))
+        entry = board[was]
         before = copy_wire(entry)
         score = _score(entry)
-        entry["score"] = round(score + self.rng.expovariate(1.0 / (0.02 * score + 1.0)), 2)
-        board.sort(key=_score, reverse=True)  # stable: ties keep their order
-        for rank, ranked in enumerate(board, start=1):
-            if ranked.get("rank") != rank:
-                ranked["rank"] = rank
+        score = round(score + self.rng.expovariate(1.0 / (0.02 * score + 1.0)), 2)
+        entry["score"] = score
+        # The score only rises: the entry moves up past those now below it (ties keep their
+        # order), and the ranks from its new place to its old one are recomputed.
+        now = was
+        while now > 0 and _score(board[now - 1]) < score:
+            now -= 1
+        if now != was:
+            board.insert(now, board.pop(was))
+        for rank in range(now, was + 1):
+            board[rank]["rank"] = rank + 1
         address = entry.get("address")
         return self._change("leaderboard.update", str(address), None, before, entry)

@@ -54,7 +54,6 @@ _SIDES: Final = frozenset({"BUY", "SELL"})
 _DIGITS: Final = re.compile(r"[0-9]+", re.ASCII).fullmatch
 # the age of the place (orders older than it come next), filter digest, signature
 _CURSOR: Final = struct.Struct(">I8s8s")
-_MAX_AGE: Final = 2**32 - 1
 #: Headers every answer of one request carries (rate limits, poll interval).
 _EXTRA: Final = web.RequestKey[dict[str, str]]("asyncapi_client.testing.headers")
 
@@ -931,29 +930,30 @@ class FakeServer:
             key = self._lookup(exchange.users, address, "user")[0]
             orders: list[WireDict] = []
         else:
-            key, orders = found[0], found[1][:]  # a snapshot: the activity may add orders
+            key, orders = found
         market = query.get("market") or None
         status = _choice_param(query, "status", _STATUSES)
         side = _choice_param(query, "side", _SIDES)
         limit = _positive_param(query, "limit", DEFAULT_LIMIT, MAX_LIMIT)
         digest = hashlib.sha256(f"{key}\0{market}\0{status}\0{side}".encode()).digest()[:8]
         cursor = query.get("cursor")
-        total = len(orders)
-        below = self._read_cursor(cursor, digest) if cursor else total
+        size = len(orders)
+        below = min(self._read_cursor(cursor, digest), size) if cursor else size
         page: list[WireDict] = []
-        last = -1
-        for position in range(max(0, total - below), total):
-            order = orders[position]
+        last = below
+        # Orders counted from the oldest (``orders[-1 - age]``): an order added at the front,
+        # here or by the activity on another thread, moves none of them.
+        for age in range(below - 1, -1, -1):
+            order = orders[-1 - age]
             if (
                 (market is None or order["poolId"] == market)
                 and (status is None or order["status"] == status)
                 and (side is None or order["side"] == side)
             ):
                 if len(page) == limit:  # one more matches: there is a next page
-                    age = min(total - 1 - last, _MAX_AGE)
-                    return {"orders": page, "cursor": self._make_cursor(age, digest)}
+                    return {"orders": page, "cursor": self._make_cursor(last, digest)}
                 page.append(order)
-                last = position
+                last = age
         return {"orders": page, "cursor": None}
 
     def _sign(self, age: int, digest: bytes) -> bytes:

@@ -6,6 +6,8 @@ import math
 import random
 from typing import Any, Final
 
+import orjson
+
 __all__ = [
     "EPOCH_MS",
     "WireDict",
@@ -47,9 +49,17 @@ def fraction_digits(value: float, significant: int) -> int:
 
 
 def copy_wire(value: Any) -> Any:
-    """A deep copy of a JSON-like value (dicts and lists copied, the rest shared)."""
+    """A deep copy of a wire value, as the server would send it (through JSON: fast, in C);
+    a value JSON cannot hold is copied dict by dict and list by list."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except TypeError:  # orjson.JSONEncodeError too
+        return _copy(value)
+
+
+def _copy(value: Any) -> Any:
     if isinstance(value, dict):
-        return {key: copy_wire(item) for key, item in value.items()}
+        return {key: _copy(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [copy_wire(item) for item in value]
+        return [_copy(item) for item in value]
     return value

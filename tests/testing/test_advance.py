@@ -221,3 +221,14 @@ def test_an_order_closed_by_an_edit_is_left_alone() -> None:
     made_since = {c.key for c in exchange.journal if c.kind == "order.new"}
     touched = {c.key for c in exchange.journal if c.kind == "order.update" and c.address == address}
     assert touched <= made_since
+
+
+def test_about_as_many_orders_stay_working_as_at_the_start() -> None:
+    exchange = small()
+    at_start = sum(len(p["orders"]) for p in exchange.users.values())
+    for _ in range(10):
+        exchange.advance(1000)
+        working = sum(len(p["orders"]) for p in exchange.users.values())
+        assert at_start * 0.7 <= working <= at_start * 1.3, (at_start, working)
+    added = sum(1 for c in exchange.journal if c.kind == "order.new")
+    assert added > 1000  # the history grows, the profiles do not
