@@ -28,8 +28,10 @@ under ``margin`` they arrive more than ``seconds`` apart: a server counting any 
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
@@ -239,11 +241,27 @@ class _NetworkState:
         self.starts: list[deque[float]] = [deque(maxlen=rate.count) for rate in rates]
 
 
+#: Every LocalLimiter of the process, so that a forked child can renew their locks.
+_every: weakref.WeakSet[LocalLimiter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A fork may land while another thread holds a limiter's lock (a SyncClient's loop
+    asking for a slot); no thread of the child will release it: each gets a new one."""
+    for limiter in list(_every):
+        limiter._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class LocalLimiter:
     """The rates and the 429 hold for the clients of one process (the default limiter).
 
     Quotas are kept per network (each network is its own API host). Safe to share between
     clients, event loops and threads of one process; it has no task and nothing to close.
+    A child process forked from it starts with a copy of its counts, its own from then on.
     ``rates`` and ``weights`` (the slots an operation takes; 1 where not named) are the ones
     it was made with.
 
@@ -269,6 +287,7 @@ class LocalLimiter:
         self._networks: dict[Network, _NetworkState] = {}
         self._holds_end = -math.inf  # when the last of the networks' holds ends
         self._lock = threading.Lock()
+        _every.add(self)
 
     def __repr__(self) -> str:
         return (

@@ -13,6 +13,12 @@ time the same way, while its walk fetches ahead on the loop as the async walks d
 - ``close()`` cancels what is still running, closes the connections and ends the thread. A
   SyncClient dropped unclosed warns with a :class:`ResourceWarning` and stops its thread
   then: the thread holds no reference to the SyncClient, so it can be collected.
+- In a child process forked after the SyncClient was made (``os.fork()``, multiprocessing's
+  ``fork`` start method, a pre-forking server), only the forking thread exists: the first use
+  there gives the SyncClient a thread, loop and client of the child's own, made with the
+  same arguments, as redis-py's pools do after a fork. The parent's thread, loop and
+  connections are left alone in the child (never closed, never collected there: they are
+  the parent's sockets), and ``close()`` there closes the child's.
 
 The methods between the ``generated`` markers are written by ``python tools/sync_gen.py``
 (a development tool of the repository, not installed) from :class:`Client`'s own definitions
@@ -40,7 +46,7 @@ import aiohttp
 
 from ._cache import CacheBackend
 from ._checkpoint import Checkpoint
-from ._client import Client
+from ._client import Client, WithResponse
 from ._limiters import Limiter
 from ._models import (
     LeaderboardEntry,
@@ -80,6 +86,27 @@ WAIT_SLICE: Final = 0.1
 ABANDON_WAIT: Final = 5.0
 
 _names = itertools.count(1)
+
+#: The process the module runs in, renewed in a forked child: a SyncClient (its runner) made
+#: in another process is renewed at its first use here.
+_pid = os.getpid()
+#: Held while a SyncClient renews itself in a forked child (made anew in every child: the
+#: parent's may have been held by another thread at the fork).
+_fork_lock = threading.Lock()
+#: The runners a forked child inherited and replaced: kept here, never closed nor collected,
+#: so that nothing in the child closes or unregisters the parent's sockets (a closed
+#: transport leaves the epoll instance the two processes share).
+_inherited: list[_Runner] = []
+
+
+def _after_fork_in_child() -> None:
+    global _pid, _fork_lock
+    _pid = os.getpid()
+    _fork_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _closed_error() -> RuntimeError:
@@ -132,9 +159,10 @@ class _Runner:
     and its finaliser stops this loop.
     """
 
-    __slots__ = ("_lock", "_stopping", "client", "ident", "loop", "thread")
+    __slots__ = ("_lock", "_stopping", "client", "ident", "loop", "pid", "thread")
 
     def __init__(self) -> None:
+        self.pid = _pid
         self.loop = asyncio.new_event_loop()
         self.client: Client | None = None
         # reentrant: a SyncWalk's batches collected unfinished (their generator's finally
@@ -213,7 +241,13 @@ class _Runner:
         self.thread.join()
 
     def abandon(self) -> None:
-        """The SyncClient was collected unclosed: stop, and say so with a ResourceWarning."""
+        """The SyncClient was collected unclosed: stop, and say so with a ResourceWarning.
+
+        A runner of the parent, collected in a forked child, is kept as it is instead.
+        """
+        if self.pid != _pid:
+            _inherited.append(self)
+            return
         self._stop()
         if threading.get_ident() != self.ident:
             self.thread.join(ABANDON_WAIT)
@@ -298,6 +332,18 @@ async def _make(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Client:
     return Client(*args, **kwargs)
 
 
+def _open(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_Runner, Client]:
+    """A new runner, and the async Client made on its loop with these arguments."""
+    runner = _Runner()
+    try:
+        client = runner.run(_make(args, kwargs))
+    except BaseException:
+        runner.close()
+        raise
+    runner.client = client
+    return runner, client
+
+
 # --- streams ----------------------------------------------------------------------------------
 
 
@@ -323,15 +369,35 @@ class SyncWalk(Generic[T]):
     walk: they take turns, each item handed out once.
     """
 
-    __slots__ = ("__weakref__", "_closing", "_lock", "_owner", "_run", "_task", "_walk")
+    __slots__ = (
+        "__weakref__",
+        "_closing",
+        "_lock",
+        "_owner",
+        "_pid",
+        "_runner",
+        "_task",
+        "_walk",
+    )
 
     def __init__(self, owner: SyncClient, walk: Walk[T]) -> None:
         self._owner = owner  # keeps the client (and its loop) alive while the walk is used
-        self._run = owner._run
+        self._runner = owner._runner  # the loop the walk lives on
+        self._pid = _pid
         self._walk = walk
         self._lock = threading.Lock()  # held while a step runs: one step at a time
         self._task: asyncio.Task[Any] | None = None
         self._closing = False
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run a step of the walk on its loop (not in a process forked after it began)."""
+        if self._pid != _pid:
+            coro.close()
+            raise RuntimeError(
+                "this walk began before the process was forked: its requests belong to the "
+                "parent; begin a new walk here (resume= its checkpoint to go on from there)"
+            )
+        return self._runner.run(coro)
 
     def __iter__(self) -> Self:
         return self
@@ -380,10 +446,12 @@ class SyncWalk(Generic[T]):
         if self._closing:
             return
         self._closing = True
+        if self._pid != _pid:
+            return  # the parent's walk: its requests are the parent's to end
         try:
             self._run(self._close())
         except RuntimeError:
-            if self._owner._runner.stopping:
+            if self._runner.stopping:
                 return  # the client is closed: its loop already ended this walk's requests
             self._closing = False  # not closed (called from the client's own thread)
             raise
@@ -477,7 +545,7 @@ class SyncWalk(Generic[T]):
                 yield batch
         finally:  # left early (or the walk ended): the batches' generator ends on the loop
             closer = getattr(batches, "aclose", None)
-            if closer is not None and not self._owner._runner.stopping:
+            if closer is not None and self._pid == _pid and not self._runner.stopping:
                 with contextlib.suppress(RuntimeError):  # called from the client's thread
                     self._run(closer())
 
@@ -520,7 +588,7 @@ class SyncClient:
     thread.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "_run", "_runner", "_target")
+    __slots__ = ("__weakref__", "_args", "_client", "_finalizer", "_own_runner", "_pid")
 
     # --- generated: SyncClient from Client (python tools/sync_gen.py) ---
     def __init__(
@@ -956,17 +1024,43 @@ class SyncClient:
                 "own, and an aiohttp.ClientSession works only on the loop it was made on; "
                 "use headers=, proxy=, ssl=, trust_env= and trace_configs= instead"
             )
-        runner = _Runner()
-        try:
-            client = runner.run(_make(args, kwargs))
-        except BaseException:
-            runner.close()
-            raise
-        runner.client = client
-        self._runner = runner
-        self._run = runner.run
-        self._target = client
-        self._finalizer = weakref.finalize(self, runner.abandon)
+        self._own_runner, self._client = _open(args, kwargs)
+        self._args = (args, kwargs)  # a forked child makes its own client with them
+        self._pid = _pid
+        self._finalizer = weakref.finalize(self, self._own_runner.abandon)
+
+    @property
+    def _runner(self) -> _Runner:
+        """The runner of this process (made at the first use in a forked child)."""
+        if self._pid != _pid:
+            self._renew()
+        return self._own_runner
+
+    @property
+    def _target(self) -> Client:
+        """The async client of this process (made at the first use in a forked child)."""
+        if self._pid != _pid:
+            self._renew()
+        return self._client
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._runner.run(coro)
+
+    def _renew(self) -> None:
+        """In a child forked after this client was made: a thread, loop and client of the
+        child's own (a client closed before the fork stays closed). The parent's runner is
+        kept as it is (see ``_inherited``)."""
+        with _fork_lock:
+            if self._pid == _pid:  # another thread of the child renewed it meanwhile
+                return
+            old = self._own_runner
+            if not old.stopping:
+                runner, client = _open(*self._args)
+                self._finalizer.detach()
+                _inherited.append(old)
+                self._own_runner, self._client = runner, client
+                self._finalizer = weakref.finalize(self, runner.abandon)
+            self._pid = _pid
 
     @property
     def with_response(self) -> SyncWithResponse:
@@ -994,8 +1088,9 @@ class SyncClient:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._runner.stopping else "open"
-        return f"<SyncClient {state} {self._target.network.value}>"
+        # the attributes themselves: in a forked child, repr() does not renew the client
+        state = "closed" if self._own_runner.stopping else "open"
+        return f"<SyncClient {state} {self._client.network.value}>"
 
 
 class SyncWithResponse:
@@ -1003,12 +1098,15 @@ class SyncWithResponse:
     a :class:`Response`. Each is SyncClient's own operation (same arguments and checks) run
     with this object's target, the async client's ``with_response``."""
 
-    __slots__ = ("_owner", "_run", "_target")
+    __slots__ = ("_owner", "_run")
 
     def __init__(self, owner: SyncClient) -> None:
         self._owner = owner  # keeps the client alive while this is used
         self._run = owner._run
-        self._target = owner._target.with_response
+
+    @property
+    def _target(self) -> WithResponse:
+        return self._owner._target.with_response
 
     tokens = SyncResponseOf(SyncClient.tokens)
     token_markets = SyncResponseOf(SyncClient.token_markets)

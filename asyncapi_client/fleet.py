@@ -39,10 +39,10 @@ from ._limiters import (
 from ._network import Network, parse_network
 from ._redisclient import (
     AsyncScript,
+    LoopRedis,
     RedisError,
     aredis,
     check_name,
-    redis_client,
 )
 from ._types import NetworkName
 
@@ -157,10 +157,15 @@ CLEAR: Final = "return redis.call('DEL', KEYS[1], KEYS[2])"
 class RedisLimiter:
     """The rates and the 429 hold for every process whose clients share a Redis and a ``name``.
 
-    Built from a URL it owns its connection pool (close it with :meth:`aclose` or
+    Built from a URL it owns its connection pools (close it with :meth:`aclose` or
     ``async with``); built from the caller's ``redis.asyncio.Redis`` it never closes it.
-    Use it from one event loop, like a ``Client``. ``rates`` and ``weights`` (the slots an
-    operation takes; 1 where not named) are the ones it was made with.
+    Clients on several event loops may share one (two ``SyncClient``s, a ``SyncClient`` and
+    an async ``Client``): each loop talks to Redis through a pool of its own, closed when
+    that loop ends (``asyncio.run``'s end, ``SyncClient.close()``) or by :meth:`aclose` on
+    it. A caller's client serves the loop running when the limiter was made (else the
+    first loop to use it); other loops get a client made like it. ``rates`` and
+    ``weights`` (the slots an operation takes; 1 where not named) are the ones it was made
+    with.
 
     Args:
         url_or_client: a ``redis://``, ``rediss://`` or ``unix://`` URL, or a
@@ -189,17 +194,18 @@ class RedisLimiter:
         self.rates: tuple[Rate, ...] = tuple(dict.fromkeys(checked))
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
         self.margin: float = check_margin(margin)
-        self._redis, self._address, self._owns = redis_client(
+        self._loops = LoopRedis(
             url_or_client,
             "RedisLimiter",
             max_connections=MAX_CONNECTIONS,
             connect_timeout=CALL_TIMEOUT,
         )
+        self._address = self._loops.address
         self._closed = False
-        self._acquire = self._redis.register_script(ACQUIRE)
-        self._hold = self._redis.register_script(HOLD)
-        self._held = self._redis.register_script(HELD)
-        self._clear = self._redis.register_script(CLEAR)
+        self._acquire = self._loops.script(ACQUIRE)
+        self._hold = self._loops.script(HOLD)
+        self._held = self._loops.script(HELD)
+        self._clear = self._loops.script(CLEAR)
         # per rate: its count and window (µs); the script's arguments after the first five
         self._rate_args: tuple[int, ...] = tuple(
             n for rate in self.rates for n in (rate.count, max(1, round(rate.seconds * 1e6)))
@@ -213,8 +219,9 @@ class RedisLimiter:
         #: Per network, the hold this process was last told of: when it was told
         #: (``time.monotonic()``), when the wait and the hold end, the server's Retry-After.
         self._seen: dict[Network, tuple[float, float, float, str | None]] = {}
-        #: Per network, the question to Redis one call is asking for all those in the hold.
-        self._asking: dict[Network, asyncio.Future[None]] = {}
+        #: Per network and event loop, the question to Redis one call is asking for all
+        #: those of that loop in the hold (a future is awaited on its own loop only).
+        self._asking: dict[tuple[Network, asyncio.AbstractEventLoop], asyncio.Future[None]] = {}
         #: How many times clear_hold() ran: an answer asked for before one is not remembered.
         self._cleared = 0
 
@@ -228,7 +235,12 @@ class RedisLimiter:
     @property
     def owns_client(self) -> bool:
         """True when the limiter made its Redis client (from a URL) and closes it."""
-        return self._owns
+        return self._loops.owns
+
+    @property
+    def _redis(self) -> aredis.Redis:
+        """The Redis client of the running event loop."""
+        return self._loops.current()
 
     def keys(self, network: Network | NetworkName) -> list[str]:
         """The keys this limiter writes for ``network``: the hold, the Retry-After of the 429
@@ -272,7 +284,7 @@ class RedisLimiter:
         scope = asyncio.timeout(CALL_TIMEOUT)
         try:
             async with scope:
-                reply = await script(keys=keys, args=args)
+                reply = await script(keys=keys, args=args, client=await self._loops.client())
         except TimeoutError as exc:
             if not scope.expired():
                 raise self._failure(exc, network) from exc
@@ -330,9 +342,10 @@ class RedisLimiter:
                     reserved=False,
                     retry_after=why,
                 )
-            pending = self._asking.get(network)
+            loop = asyncio.get_running_loop()
+            pending = self._asking.get((network, loop))
             if pending is None:  # this call asks Redis, for every call waiting in the hold
-                asking = self._asking[network] = asyncio.get_running_loop().create_future()
+                asking = self._asking[network, loop] = loop.create_future()
                 break
             await asyncio.shield(pending)
         cleared = self._cleared
@@ -342,7 +355,7 @@ class RedisLimiter:
             )
         finally:
             if asking is not None:
-                del self._asking[network]
+                del self._asking[network, asyncio.get_running_loop()]
                 asking.set_result(None)
         if cleared != self._cleared:  # clear_hold() ran meanwhile: this answer may predate it
             self._seen.pop(network, None)
@@ -410,12 +423,12 @@ class RedisLimiter:
             self._cleared += 1
 
     async def aclose(self) -> None:
-        """Close the connection pool if the limiter made it; a borrowed client stays open."""
+        """Close the connections the limiter made on this event loop (a borrowed client
+        stays open); those it made on other loops close as those loops end."""
         if self._closed:
             return
         self._closed = True
-        if self._owns:
-            await self._redis.aclose()
+        await self._loops.aclose()
 
     async def __aenter__(self) -> Self:
         self._check_open()

@@ -586,7 +586,7 @@ def test_a_client_collected_on_its_own_thread_stops_without_waiting_for_itself(
 ) -> None:
     before = set(threading.enumerate())
     holder = [SyncClient(base_url=server.base_url)]
-    run = holder[0]._run  # the runner's, holding no reference to the client
+    run = holder[0]._runner.run  # the runner's, holding no reference to the client
     (thread,) = set(threading.enumerate()) - before
 
     async def drop() -> None:

@@ -7,12 +7,14 @@ percent-decoded (``%2F`` stays inside the value). Every request is recorded, ans
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import binascii
 import enum
 import hashlib
 import hmac
 import math
+import os
 import re
 import socket
 import struct
@@ -164,6 +166,31 @@ def route(raw_path: str, prefix: str = "") -> tuple[str | None, str]:
         case ["dash", "leaderboard"]:
             return "leaderboard", ""
     return None, ""
+
+
+class _Closing:
+    """Closes a server served ``in_thread()`` and ends its thread, once: when its block is
+    left, or at the interpreter's exit (atexit runs while daemon threads still do; a
+    generator finalised later would wait for a thread that no longer runs)."""
+
+    __slots__ = ("done", "pid", "runner", "server")
+
+    def __init__(self, server: FakeServer, runner: LoopThread) -> None:
+        self.server = server
+        self.runner = runner
+        self.pid = os.getpid()
+        self.done = False
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        if os.getpid() != self.pid:  # a forked child: the thread is the parent's
+            return
+        try:
+            self.runner.call(self.server.close())
+        finally:
+            self.runner.stop()
 
 
 class FakeServer:
@@ -448,16 +475,22 @@ class FakeServer:
         ``with FakeServer(exchange).in_thread() as server:`` starts it, and leaving the block
         closes it and ends the thread. Everything but ``start``/``close`` may be used from the
         calling thread meanwhile (use ``gate.wait_arrived()`` there rather than ``arrived()``).
+        A block never left never keeps the interpreter from exiting: the server is closed at
+        exit (``atexit``), while its thread still runs; in a forked child, the server and its
+        thread are the parent's and are left alone.
         """
         if self._state is not _State.UNOPENED:
             raise RuntimeError("in_thread() needs a FakeServer that was never started")
         runner = LoopThread(f"{self!r}")
+        closing = _Closing(self, runner)
+        atexit.register(closing)
         try:
             runner.call(self.start())
             yield self
         finally:
-            runner.call(self.close())
-            runner.stop()
+            if not closing.done:  # (done: closed at exit already, or by the parent)
+                atexit.unregister(closing)
+                closing()
 
     def __repr__(self) -> str:
         ports = ", ".join(f"{n.value}={p}" for n, p in self._ports.items())
