@@ -25,6 +25,7 @@ import functools
 import itertools
 import logging
 import math
+import os
 import secrets
 import threading
 import time
@@ -223,17 +224,35 @@ class _Loop:
     each key (the next write of that key follows it: an entry is stored before its waiters
     are told the fetch is over)."""
 
-    __slots__ = ("last", "slots", "tasks")
+    __slots__ = ("cancelling", "last", "slots", "tasks")
 
     def __init__(self, waits: int) -> None:
         self.slots = asyncio.Semaphore(waits)
         self.tasks: set[asyncio.Task[None]] = set()
         self.last: dict[str, asyncio.Task[None]] = {}
+        #: Set when the cache itself cancels the writes (``aclose``): a cancel is then final.
+        self.cancelling = False
 
     def forget(self, key: str, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if self.last.get(key) is task:
             del self.last[key]
+
+
+#: Every RedisCache of the process, so that a forked child can start them afresh.
+_every: weakref.WeakSet[RedisCache] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A fork may land while another thread holds a cache's lock, and the parent's loops,
+    writes and waits are not the child's: each cache keeps its entries in Redis and starts
+    its own state in this process afresh."""
+    for cache in list(_every):
+        cache._start_afresh()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class RedisCache(CacheBackend):
@@ -300,6 +319,15 @@ class RedisCache(CacheBackend):
             MAX_WAITS if not isinstance(size, int) else max(1, min(MAX_WAITS, size // 2))
         )
         self._paused_until = -math.inf
+        self._start_afresh()
+        #: Redis's clock less this process's monotonic one (until Redis tells: the wall
+        #: clock's), and when it was last read (monotonic).
+        self._offset = time.time() - time.monotonic()
+        self._offset_at = -math.inf
+        _every.add(self)
+
+    def _start_afresh(self) -> None:
+        """The state of this process: per event loop, and the writes under way."""
         self._on_loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Loop] = (
             weakref.WeakKeyDictionary()
         )
@@ -307,10 +335,6 @@ class RedisCache(CacheBackend):
         #: By key, what this process is storing (None: dropping) in the background, with
         #: its serial number: its own reads see it before Redis does.
         self._pending: dict[str, tuple[int, Entry | None]] = {}
-        #: Redis's clock less this process's monotonic one (until Redis tells: the wall
-        #: clock's), and when it was last read (monotonic).
-        self._offset = time.time() - time.monotonic()
-        self._offset_at = -math.inf
 
     def __repr__(self) -> str:
         return (
@@ -396,7 +420,7 @@ class RedisCache(CacheBackend):
             return
         state = self._on_loop()
         previous = state.last.get(key)
-        task = asyncio.get_running_loop().create_task(self._write(previous, what, call))
+        task = asyncio.get_running_loop().create_task(self._write(state, previous, what, call))
         state.tasks.add(task)
         state.last[key] = task
         task.add_done_callback(functools.partial(state.forget, key))
@@ -418,12 +442,32 @@ class RedisCache(CacheBackend):
         if state is None or not state.tasks:
             return
         _, late = await asyncio.wait(set(state.tasks), timeout=bound)
-        for task in late:
-            task.cancel()
         if late:
+            state.cancelling = True
+            for task in late:
+                task.cancel()
             await asyncio.wait(late)
 
     async def _write(
+        self,
+        state: _Loop,
+        previous: asyncio.Task[None] | None,
+        what: str,
+        call: Callable[[aredis.Redis], Awaitable[object]],
+    ) -> None:
+        """One write, after ``previous``. Cancelled by its loop's end (``asyncio.run`` and a
+        ``SyncClient``'s ``close()`` cancel every task), it is made once more, bounded: the
+        last answers of a script are stored too (every write may be made twice)."""
+        try:
+            await self._write_once(previous, what, call)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if state.cancelling or task is None:
+                raise  # the cache's own cancel (aclose)
+            task.uncancel()
+            await self._write_once(previous, what, call)
+
+    async def _write_once(
         self,
         previous: asyncio.Task[None] | None,
         what: str,
@@ -582,6 +626,7 @@ class RedisCache(CacheBackend):
             states = list(self._on_loops.items())
         for loop, state in states:
             if loop is not here:
+                state.cancelling = True
                 for task in list(state.tasks):
                     with contextlib.suppress(RuntimeError):  # that loop is closed
                         loop.call_soon_threadsafe(task.cancel)

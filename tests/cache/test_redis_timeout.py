@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+import redis.asyncio as aredis
 
 from asyncapi_client.fleet import RedisCache
 from asyncapi_client.testing import FakeExchange, FakeServer
@@ -91,6 +92,37 @@ async def test_the_caller_with_the_answer_does_not_wait_for_its_store(
     assert took < redis_timeout - SLACK
     running = [getattr(t.get_coro(), "__qualname__", "") for t in asyncio.all_tasks()]
     assert not [name for name in running if name.startswith("RedisCache.")]
+
+
+async def test_a_store_under_way_when_a_script_s_loop_ends_is_made_all_the_same(
+    server: FakeServer, redis_url: str
+) -> None:
+    """``asyncio.run`` (and a ``SyncClient``'s ``close()``) cancels every task of its loop as
+    it ends: a store under way then is made again, so a script's last answers are kept."""
+    cache = RedisCache(redis_url, name="script", redis_timeout=5.0)
+
+    async def script() -> None:  # the cache is never closed; the loop ends after the call
+        async with client_for(server, cache) as client:
+            await client.tokens()
+
+    redis = aredis.Redis.from_url(redis_url)
+    try:
+        with server.gate("tokens") as gate:
+            ran = asyncio.ensure_future(asyncio.to_thread(asyncio.run, script()))
+            await gate.arrived(1)  # it read and took the lock; its store comes next
+            await redis.client_pause(1000, all=False)  # Redis holds every write for 1 s
+            gate.release()
+            async with asyncio.timeout(WAIT):
+                await ran
+        async with (
+            RedisCache(redis_url, name="script") as other,
+            client_for(server, other) as reader,
+        ):
+            answer = await reader.with_response.tokens()
+    finally:
+        await redis.aclose()
+    assert answer.cache == "hit"
+    assert tokens_requests(server) == 1
 
 
 async def test_a_warning_names_redis_and_the_cause(
