@@ -458,9 +458,11 @@ async def test_two_processes_waiting_on_each_others_fetches_of_many_keys_do_not_
     server: FakeServer, redis_url: str
 ) -> None:
     keys = 40  # more than the connections of either cache's pool
+    # a generous redis_timeout: 160 calls at once open every connection of both pools, which
+    # on a loaded machine may take longer than the default
     async with (
-        RedisCache(redis_url, name="bots") as one,
-        RedisCache(redis_url, name="bots") as two,
+        RedisCache(redis_url, name="bots", redis_timeout=15.0) as one,
+        RedisCache(redis_url, name="bots", redis_timeout=15.0) as two,
         client_for(server, one, timeout=15.0, coalesce=False) as first,
         client_for(server, two, timeout=15.0, coalesce=False) as second,
     ):
