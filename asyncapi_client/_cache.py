@@ -300,8 +300,12 @@ class Entry(NamedTuple):
 
     def fresh(self, now: float) -> bool:
         # An entry stored further "in the future" than clocks disagree (a clock that stepped
-        # back, another machine's, a hand-made entry) is not trusted fresh.
-        return self.stored_at - CLOCK_SKEW <= now < self.stored_at + self.lifetime
+        # back, another machine's, a hand-made entry) is not trusted fresh; one fresh for no
+        # time never is (stored a moment ahead of this clock, by another process).
+        return (
+            self.lifetime > 0
+            and self.stored_at - CLOCK_SKEW <= now < self.stored_at + self.lifetime
+        )
 
 
 class _Unavailable(Exception):

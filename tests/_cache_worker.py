@@ -42,7 +42,8 @@ async def run(config: dict[str, Any]) -> dict[str, Any]:
                 raise result
             else:
                 states[str(result.cache)] += 1
-        left = len(asyncio.all_tasks()) - 1
+    # after the cache closed: what it stores in the background is done by then
+    left = len(asyncio.all_tasks()) - 1
     return {"states": dict(states), "errors": dict(errors), "tasks_left": left}
 
 

@@ -97,6 +97,7 @@ async def test_an_entry_s_vary_values_in_redis_are_checked_and_not_trusted(
     key = f"asyncapi_client:cache:{{tamper}}:e:mainnet {server.base_url}/api/tokens"
     async with RedisCache(redis, name="tamper") as one, client_for(server, one) as client:
         await client.tokens()
+        await one._written()  # stored in the background
         stored = await redis.hget(key, "m")
         assert isinstance(stored, bytes)
         meta = orjson.loads(stored)
@@ -431,9 +432,11 @@ async def test_two_processes_waiting_on_each_others_fetches_of_many_keys_do_not_
     server: FakeServer, redis_url: str
 ) -> None:
     keys = 40  # more than the connections of either cache's pool
+    # a generous redis_timeout: 160 calls at once open every connection of both pools, which
+    # on a loaded machine may take longer than the default
     async with (
-        RedisCache(redis_url, name="bots") as one,
-        RedisCache(redis_url, name="bots") as two,
+        RedisCache(redis_url, name="bots", redis_timeout=15.0) as one,
+        RedisCache(redis_url, name="bots", redis_timeout=15.0) as two,
         client_for(server, one, timeout=15.0, coalesce=False) as first,
         client_for(server, two, timeout=15.0, coalesce=False) as second,
     ):
