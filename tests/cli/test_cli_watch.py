@@ -260,3 +260,18 @@ def test_a_change_whose_line_could_not_be_written_comes_first_in_the_next_run(
     refused = json.loads(full.refused)
     assert refused["key"] not in handled
     assert second.jsonl() == [refused]  # delivered again, first, and nothing handled again
+
+
+async def test_watch_orders_initial_first_writes_each_open_order_as_new() -> None:
+    exchange = FakeExchange.generate(seed=16, users=1, orders_per_user=40)
+    address = next(iter(exchange.orders))
+    open_now = {o["transactionId"] for o in exchange.orders[address] if o["status"] not in FINAL}
+    assert open_now
+    async with (
+        FakeServer(exchange) as server,
+        watcher(server, "orders", address, "--initial") as run,
+    ):
+        await run.read_until(lambda lines: len(lines) >= len(open_now))
+        await run.interrupt()
+    assert {line["transactionId"] for line in run.lines} == open_now
+    assert {line["kind"] for line in run.lines} == {"new"}
