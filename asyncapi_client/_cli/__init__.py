@@ -2,7 +2,8 @@
 
 A small package: ``_args`` (the parser), ``_render`` (one renderer per format behind one
 interface, with ``_table`` and ``_text`` for cells and bounded, terminal-safe values),
-``_commands`` (one thin function per command), ``_fake`` (``demo`` and ``serve-fake``),
+``_commands`` (one thin function per command), ``_watch`` (``watch``: a line a change,
+handled once written), ``_fake`` (``demo`` and ``serve-fake``),
 ``_signals`` (SIGINT and SIGTERM turned into a clean stop) and ``_main`` (``main``: one
 event loop per run, every failure one line on stderr).
 

@@ -321,6 +321,59 @@ def _export_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _watch_options(parser: argparse.ArgumentParser, interval: float) -> None:
+    """What every ``watch`` shares: the interval and where its state is kept."""
+    _add_global_options(parser, in_command=True)
+    parser.add_argument(
+        "--interval",
+        type=_type(_seconds),
+        default=interval,
+        metavar="SECONDS",
+        help=f"seconds between polls, longer when the server asks (default: {interval:g})",
+    )
+    group = parser.add_argument_group("keeping the watch's place")
+    group.add_argument(
+        "--state",
+        metavar="FILE|URL",
+        help=(
+            "keep the baseline, position and changes not yet written in FILE (rewritten "
+            "atomically), or in Redis at a redis:// URL shared by a fleet (with --name and "
+            "--consumer); run again with the same --state to go on where it stopped"
+        ),
+    )
+    group.add_argument("--name", metavar="NAME", help="with a Redis --state: the fleet's name")
+    group.add_argument(
+        "--consumer", metavar="NAME", help="with a Redis --state: this process's name in the fleet"
+    )
+
+
+def _watch_commands(parser: argparse.ArgumentParser, stdout: IO[str]) -> None:
+    """``watch orders ADDRESS``, ``watch pool POOL_ID``, ``watch leaderboard``."""
+    watches = parser.add_subparsers(dest="watch", metavar="WHAT", required=True)
+
+    def watch(name: str, help_text: str) -> argparse.ArgumentParser:
+        return watches.add_parser(name, help=help_text, description=help_text, stdout=stdout)
+
+    sub = watch("orders", "a user's orders: new, updated and closed")
+    sub.add_argument("address", metavar="ADDRESS")
+    sub.add_argument("--market", metavar="M", help="only orders of this market (pool id)")
+    sub.add_argument("--side", type=_type(_side), metavar="S", help="BUY or SELL")
+    sub.add_argument(
+        "--initial", action="store_true", help="first, each open order of the baseline as new"
+    )
+    _watch_options(sub, 1.0)
+
+    sub = watch("pool", "a pool: a line whenever one of its fields changed")
+    sub.add_argument("pool_id", metavar="POOL_ID")
+    _watch_options(sub, 1.0)
+
+    sub = watch("leaderboard", "the first ranks of the leaderboard: who entered, left or moved")
+    sub.add_argument(
+        "--top", type=_type(_positive_int), default=100, metavar="N", help="ranks (default: 100)"
+    )
+    _watch_options(sub, 5.0)
+
+
 def build_parser(
     stdout: IO[str], commands: dict[str, Callable[..., Any]]
 ) -> argparse.ArgumentParser:
@@ -375,6 +428,12 @@ def build_parser(
     sub.add_argument("--all", action="store_true", help="every page, fetched concurrently")
     _checkpoint_option(sub)
     _export_options(sub)
+
+    sub = command(
+        "watch",
+        "every change from now on, one line each (jsonl by default), until interrupted",
+    )
+    _watch_commands(sub, stdout)
 
     command("demo", "run the client against the embedded fake exchange, offline")
 

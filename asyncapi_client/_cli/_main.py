@@ -13,7 +13,7 @@ from typing import IO, Any, Final
 from asyncapi_client._errors import ApiError
 from asyncapi_client._retry import RetryEvent
 
-from . import _commands, _fake, _parquet
+from . import _commands, _fake, _parquet, _watch
 from ._args import FILE_FORMATS, PROG, ShowVersion, UsageError, build_parser
 from ._checkpoint import CheckpointWriteError
 from ._commands import Context
@@ -35,6 +35,7 @@ _COMMANDS: Final[dict[str, Callable[[Context], Coroutine[Any, Any, int]]]] = {
     "user": _commands.user,
     "orders": _commands.orders,
     "leaderboard": _commands.leaderboard,
+    "watch": _watch.watch,
     "demo": _fake.demo,
     "serve-fake": _fake.serve_fake,
 }
@@ -187,6 +188,8 @@ def _context(
     # With --checkpoint a walk's output is continued by the next run: jsonl, not one array.
     piped = "jsonl" if getattr(args, "checkpoint", None) else "json"
     fmt: str = args.format or ("table" if isatty(out_stream) else piped)
+    if args.command == "watch":  # a change a line, on a terminal too
+        fmt = args.format or "jsonl"
     width = _terminal_width(out_stream, env)
     out = Output(out_stream, err_stream, width=width, wide=args.wide)
     show_retries = args.verbose or isatty(err_stream)

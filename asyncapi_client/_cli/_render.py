@@ -54,11 +54,28 @@ MAX_CURSOR_SHOWN: Final = 1000
 @attrs.frozen
 class Kind:
     """A kind of record: its model (csv headers come from its wire names), table columns,
-    and the noun a person reads (``orders``)."""
+    and the noun a person reads (``orders``).
+
+    A record that is not a model itself (a watch's change) has a ``line``: the JSON object
+    json, jsonl and csv write for it; its csv columns are ``lead``, the model's, ``trail``.
+    """
 
     noun: str
     model: type
     columns: Sequence[Column] = ()
+    line: Callable[[Any], dict[str, Any]] | None = None
+    lead: tuple[str, ...] = ()
+    trail: tuple[str, ...] = ()
+
+    def wire(self, value: object) -> object:
+        """What json, jsonl and csv write for ``value``."""
+        return value if self.line is None else self.line(value)
+
+    def csv_columns(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """(header, wire path) per csv column."""
+        lead = tuple((name, (name,)) for name in self.lead)
+        trail = tuple((name, (name,)) for name in self.trail)
+        return lead + csv_headers(self.model) + trail
 
 
 TOKENS: Final = Kind(
@@ -329,7 +346,7 @@ class JsonRenderer(Renderer):
             chunks: list[bytes] = [] if started else [b"["]
             count = written
             for value in batch:
-                dumped = self._json(dumps(plain(value), indent=True))
+                dumped = self._json(dumps(plain(kind.wire(value)), indent=True))
                 chunks.append(b"\n  " if count == 0 else b",\n  ")
                 chunks.append(dumped.replace(b"\n", b"\n  "))
                 count += 1
@@ -371,7 +388,10 @@ class JsonlRenderer(Renderer):
         self._lines([page])  # one result, one line: an orders page keeps its cursor
 
     def walk(self, kind: Kind, *, continued: bool = False) -> WalkWriter:
-        return WalkWriter(self._lines, lambda count: None)
+        def write(batch: Sequence[object]) -> None:
+            self._lines([kind.wire(value) for value in batch])
+
+        return WalkWriter(write, lambda count: None)
 
 
 @functools.cache
@@ -445,7 +465,7 @@ class CsvRenderer(Renderer):
         return csv_text(str(value))
 
     def _rows(self, kind: Kind, values: Iterable[object], *, header: bool) -> None:
-        columns = csv_headers(kind.model)
+        columns = kind.csv_columns()
         numeric = _numeric_paths(kind.model)
         kinds = [path in numeric for _, path in columns]
         buffer = io.StringIO()
@@ -453,7 +473,7 @@ class CsvRenderer(Renderer):
         if header:
             writer.writerow([name for name, _ in columns])
         for value in values:
-            wire = plain(value)
+            wire = plain(kind.wire(value))
             row: list[str] = []
             for (_, path), is_number in zip(columns, kinds, strict=True):
                 item: Any = wire
