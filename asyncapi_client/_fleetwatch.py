@@ -8,8 +8,8 @@ async for change in client.watch_orders("0xabc", state=state):
 Per watch (operation, key, filters: the source's identity) and ``name``, Redis holds:
 
 - a **lease** (``SET NX PX``): the one process that polls, renewed at each of its polls and
-  about two intervals long, so a dead poller is replaced within two intervals; the others
-  ask for it when it would run out;
+  1.75 intervals long, so a dead poller is replaced within two intervals; the others ask
+  for it when it would run out;
 - the **state** (a hash): the source's position (baseline included), a version and an
   epoch (a token made when the state is first written): a new poller restores the position
   before polling, so it goes on without a gap or a replay;
@@ -64,8 +64,10 @@ log: Final = logging.getLogger("asyncapi_client")
 MAX_CONNECTIONS: Final = 32
 #: No call to Redis lasts longer (s): past it Redis counts as unreachable for this watch.
 REDIS_TIMEOUT: Final = 0.5
-#: A lease lasts this many intervals (the longer of the watch's and the server's).
-LEASE_INTERVALS: Final = 2.0
+#: A lease lasts this many intervals (the longer of the watch's and the server's): a dead
+#: poller is replaced within two intervals, and a live one has three quarters of an
+#: interval to spare for a slow poll.
+LEASE_INTERVALS: Final = 1.75
 #: The stream of one watch keeps about this many changes (``XADD MAXLEN ~``); a consumer
 #: away for longer than that many changes misses the oldest, and says so.
 STREAM_LENGTH: Final = 10_000
@@ -467,6 +469,14 @@ class RedisWatchState(WatchState):
         except _FAILURES as exc:
             raise _Down(f"{type(exc).__name__}: {exc}") from exc
 
+    async def drop_idle(self) -> None:
+        """Close the running loop's idle connections (they reconnect when next used): after
+        Redis failed, one opened before may be half dead, and fail again once Redis is back."""
+        with contextlib.suppress(*_FAILURES):
+            async with asyncio.timeout(REDIS_TIMEOUT):
+                client = await self._loops.client()
+                await client.connection_pool.disconnect(inuse_connections=False)
+
     async def aclose(self) -> None:
         """Close the connections the state made on this event loop (a borrowed client stays
         open); those it made on other loops close as those loops end."""
@@ -530,7 +540,6 @@ class FleetEngine(Engine):
         #: the state.
         self._fallback: dict[str, Any] | None = None
         self._fallback_of: tuple[str, str] = ("", "")
-        self._fallback_at = -math.inf
         #: The version and epoch the source holds as the fleet's poller (None: something else).
         self._at: tuple[str, str] | None = None
         #: Polling on its own (Redis away or it lost the watch), and whether the source
@@ -725,13 +734,16 @@ class FleetEngine(Engine):
 
     async def _read(self) -> bool:
         """Queue the changes after the last one read; True when read to the stream's end."""
-        loop = asyncio.get_running_loop()
-        stale = self._fallback is None or loop.time() - self._fallback_at >= self.interval
-        wanted = (self._fallback_of[0] or "-", self._fallback_of[1]) if stale else ("", "")
         reply = await self.state.call(
             self.state.read,
             [self.stream_key, self.state_key, self.consumer_key],
-            [self._read_id, READ_COUNT, *wanted, self._ttl_ms],
+            [
+                self._read_id,
+                READ_COUNT,
+                self._fallback_of[0] or "-",
+                self._fallback_of[1],
+                self._ttl_ms,
+            ],
         )
         entries, version, epoch, position, lost = reply
         version, epoch = _optional(version), _optional(epoch)
@@ -751,7 +763,6 @@ class FleetEngine(Engine):
         if position is not None and version is not None and epoch is not None:
             self._fallback = orjson.loads(position)
             self._fallback_of = (version, epoch)
-            self._fallback_at = loop.time()
         return len(entries) < READ_COUNT
 
     def _check_epoch(self, epoch: str | None) -> None:
@@ -779,6 +790,7 @@ class FleetEngine(Engine):
         rejoin), else poll when due."""
         loop = asyncio.get_running_loop()
         if not self._placed:
+            await self.state.drop_idle()  # opened before the failure: they may be stale
             await self._place()
             return
         joined = await self._probe(max(MIN_PROBE, min(REDIS_TIMEOUT, self._due - loop.time())))
@@ -835,7 +847,6 @@ class FleetEngine(Engine):
         if position is not None and version is not None and epoch is not None:
             self._fallback = orjson.loads(position)
             self._fallback_of = (version, epoch)
-            self._fallback_at = asyncio.get_running_loop().time()
         self._alone = False
         self._at = None
         self._warned = False
