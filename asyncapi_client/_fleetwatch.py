@@ -63,7 +63,12 @@ log: Final = logging.getLogger("asyncapi_client")
 #: Connections of the pool a state built from a URL opens per event loop (calls queue beyond).
 MAX_CONNECTIONS: Final = 32
 #: No call to Redis lasts longer (s): past it Redis counts as unreachable for this watch.
-REDIS_TIMEOUT: Final = 0.5
+#: (Generous: a fleet starting together on a busy machine must not take a slow answer
+#: for an outage.)
+REDIS_TIMEOUT: Final = 2.0
+#: A watch with no news reads its stream (which keeps its keys alive) at least this often
+#: (s), and at least four times per ``ttl``.
+REFRESH: Final = 60.0
 #: A lease lasts this many intervals (the longer of the watch's and the server's): a dead
 #: poller is replaced within two intervals, and a live one has three quarters of an
 #: interval to spare for a slow poll.
@@ -182,11 +187,13 @@ return {entries, state[1] or false, state[2] or false, position, lost}
 )
 
 #: KEYS: stream, state, consumer. ARGV: the version and epoch the caller holds, ttl ms.
-#: {the stream's last id, version, epoch, position (nil when the caller holds it)}.
+#: {the stream's last id, version, epoch, position (nil when the caller holds it)}. A
+#: consumer Redis holds no position for starts at the stream's end.
 JOIN: Final = """
 local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
 local last = false
 if newest[1] then last = newest[1][1] end
+redis.call('SET', KEYS[3], last or '0-0', 'NX', 'PX', ARGV[3])
 local state = redis.call('HMGET', KEYS[2], 'version', 'epoch')
 local position = false
 if state[1] and (state[1] ~= ARGV[1] or state[2] ~= ARGV[2]) then
@@ -551,6 +558,8 @@ class FleetEngine(Engine):
         #: When (the loop's clock) this process next polls or asks for the lease.
         self._due = 0.0
         self._hint = interval
+        #: The follower's generation of the stream at the last read, and when it was.
+        self._seen = (-1, -math.inf)
 
     def __repr__(self) -> str:
         mode = "alone" if self._alone else "fleet"
@@ -653,13 +662,24 @@ class FleetEngine(Engine):
             await self._turn()
         listener = self.state.listener()
         generation = listener.generation(self.stream_key)
-        caught_up = await self._read()
-        if self.queue or not caught_up:
-            return
+        if self._news(generation, loop.time()):
+            now = loop.time()
+            caught_up = await self._read()
+            self._seen = (generation, now) if caught_up else (-1, -math.inf)
+            if self.queue or not caught_up:
+                return
         listener.follow(self.stream_key, self, self._read_id)
         wait = self._due - loop.time()
         if wait > 0:
             await listener.changed(self.stream_key, generation, wait)
+
+    def _news(self, generation: int, now: float) -> bool:
+        """Whether to read the stream: it may have grown since the last read (the follower
+        says so, it does not follow it yet, or this process wrote to it), or that read is
+        old enough that the keys need their lives prolonged."""
+        seen, at = self._seen
+        refresh = min(REFRESH, self.state.ttl / 4)
+        return generation < 0 or generation != seen or now - at >= refresh
 
     async def _turn(self) -> None:
         """Ask for the lease; holding it, poll and write what the poll saw."""
@@ -731,6 +751,7 @@ class FleetEngine(Engine):
         )
         if int(reply[0]):
             self._at = (_text(reply[1]), _text(reply[2]))
+            self._seen = (-1, -math.inf)  # read what was written at once
 
     async def _read(self) -> bool:
         """Queue the changes after the last one read; True when read to the stream's end."""
@@ -849,6 +870,7 @@ class FleetEngine(Engine):
             self._fallback_of = (version, epoch)
         self._alone = False
         self._at = None
+        self._seen = (-1, -math.inf)
         self._warned = False
         self._due = asyncio.get_running_loop().time()
         log.info("fleet watch %s: Redis answers again; back with the fleet", self.identity)
