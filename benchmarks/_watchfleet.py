@@ -1,7 +1,7 @@
 """A fleet watching the same addresses: requests at the server, and the stream's delay.
 
 ``python -m benchmarks._watchfleet [--quick]``: P = 1, 4 and 16 worker processes
-(tests/_watch_worker.py), each with its own Client and ``RedisWatchState`` consumer on one
+(tests/_fleet_watch_worker.py), each with its own Client and ``RedisWatchState`` consumer on one
 redis-server, watch the same 50 addresses of the fake exchange (served and edited by this
 process) at a one-second interval. After every watch has started, a few orders are added
 each interval for a fixed number of intervals. Per P: the requests the fake received per

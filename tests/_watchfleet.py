@@ -1,5 +1,5 @@
 """Shared by the fleet-watch tests and benchmark: the fake exchange's orders edited as a
-user's orders change, and worker processes (tests/_watch_worker.py) that each watch the same
+user's orders change, and worker processes (tests/_fleet_watch_worker.py) that each watch the same
 addresses through a ``RedisWatchState`` of their own and report every change they receive.
 """
 
@@ -85,7 +85,7 @@ class WatchWorker:
         self._changed = threading.Condition()
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests._watch_worker", json.dumps(self.config)],
+            [sys.executable, "-m", "tests._fleet_watch_worker", json.dumps(self.config)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             cwd=ROOT,

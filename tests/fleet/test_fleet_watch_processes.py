@@ -1,5 +1,5 @@
 """Three worker processes watching the same addresses through one Redis, each with its own
-Client and consumer (tests/_watch_worker.py), against the fake exchange this process serves
+Client and consumer (tests/_fleet_watch_worker.py), against the fake exchange this process serves
 and edits: one of them polls for all, every one receives every change in order; the poller
 killed with SIGKILL is replaced within two intervals and misses no final state; a consumer
 started again goes on after its last handled change; Redis frozen or killed, each polls on

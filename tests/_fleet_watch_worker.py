@@ -1,6 +1,6 @@
 """One process of a watching fleet, for the fleet-watch tests and benchmark.
 
-Run as ``python -m tests._watch_worker CONFIG`` (JSON: ``worker``, ``base_url``, ``redis``,
+Run as ``python -m tests._fleet_watch_worker CONFIG`` (JSON: ``worker``, ``base_url``, ``redis``,
 ``name``, ``consumer``, ``addresses``, ``interval``). It watches every address with its own
 Client (``X-Worker`` on every request) and ``RedisWatchState``, and prints one JSON line per
 change it receives (``event: "change"``, with the time it got it) and per record the library
