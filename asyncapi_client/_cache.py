@@ -480,6 +480,7 @@ class MemoryCache(CacheBackend):
         return self._bytes
 
     def now(self) -> float:
+        """The clock of this process's entries: ``time.monotonic()``, which never steps."""
         return time.monotonic()
 
     async def _get(self, key: str, bound: float) -> Entry | None:

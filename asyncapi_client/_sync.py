@@ -161,6 +161,24 @@ async def _drive(call: _Call) -> None:
 _EAGER: Final[dict[str, Any]] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
 
 
+def _refuse_in_running_loop(coro: Coroutine[Any, Any, Any], runner: _Runner) -> None:
+    """A call that would block this thread's running event loop is refused, before any
+    request (with the fake on that loop it would hang until its timeout). On the client's
+    own loop thread the runner says why not."""
+    if threading.get_ident() == runner.ident:
+        return
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    coro.close()
+    raise RuntimeError(
+        "a SyncClient call would block this thread's running event loop (inside "
+        "asyncio.run(), a notebook cell, an async framework): use the async Client "
+        "here and await its calls"
+    )
+
+
 class _Runner:
     """The private event loop on its daemon thread, and the async Client it owns.
 
@@ -392,6 +410,7 @@ class _SyncStream(Generic[T]):
 
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
         """Run a step of the walk on its loop (not in a process forked after it began)."""
+        _refuse_in_running_loop(coro, self._runner)
         if self._pid != _pid:
             coro.close()
             raise RuntimeError(
@@ -1168,7 +1187,9 @@ class SyncClient:
         return self._client
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self._runner.run(coro)
+        runner = self._runner
+        _refuse_in_running_loop(coro, runner)
+        return runner.run(coro)
 
     def _renew(self) -> None:
         """In a child forked after this client was made: a thread, loop and client of the

@@ -186,6 +186,8 @@ class FileWatchState(WatchState):
         return f"FileWatchState({str(self.path)!r})"
 
     async def load(self, identity: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the file holds for ``identity`` (None: no file yet); ValueError when it holds
+        another watch, or is not a watch state."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -205,9 +207,11 @@ class FileWatchState(WatchState):
         return data
 
     async def save(self, identity: Mapping[str, Any], data: Mapping[str, Any]) -> None:
+        """Replace the file with ``data``, atomically (see the class)."""
         self.save_now(identity, data)
 
     def save_now(self, identity: Mapping[str, Any], data: Mapping[str, Any]) -> bool:
+        """Replace the file with ``data`` now, atomically; True."""
         text = json.dumps({"version": _STATE_VERSION, "watch": dict(identity), "data": data})
         folder = self.path.parent
         handle, temporary = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=folder)
@@ -390,8 +394,10 @@ class OrderSource(Source[OrderChange]):
         return self._identity
 
     async def baseline(self, initial: bool) -> list[dict[str, Any]]:
-        profile = await self.fetch.fresh(self._profile())
+        self.fetch.etags.clear()  # a baseline is taken whole
+        profile = await self.fetch.get("profile", self._profile())
         page = await self.fetch.get("page", self._page(None))
+        assert profile is not None
         self.known = {o.transaction_id: o for o in profile.orders if self._open_match(o)}
         self.front = [] if page is None else [o.transaction_id for o in page.orders]
         if not initial:

@@ -21,7 +21,10 @@ import aiohttp
 import orjson
 import psutil  # type: ignore[import-untyped]
 
-from asyncapi_client import Client
+from asyncapi_client import Client, MemoryCache
+
+#: The cached walk's cache: every page stored (orders fresh 5 minutes), at most this much.
+CACHE_BYTES = 16 * 2**20
 
 
 class _Sampler(threading.Thread):
@@ -49,6 +52,17 @@ async def _walk_ours(base_url: str, address: str, page_size: int) -> int:
     async with Client(base_url=base_url, testnet_base_url=base_url) as client:
         async for _order in client.iter_orders(address, page_size=page_size):
             count += 1
+    return count
+
+
+async def _walk_cached(base_url: str, address: str, page_size: int) -> int:
+    """The walk with every page of orders cached: memory bounded by ``max_bytes``."""
+    count = 0
+    cache = MemoryCache(ttl={"orders": 300.0}, max_bytes=CACHE_BYTES)
+    async with Client(base_url=base_url, testnet_base_url=base_url, cache=cache) as client:
+        async for _order in client.iter_orders(address, page_size=page_size):
+            count += 1
+    assert cache.bytes <= CACHE_BYTES
     return count
 
 
@@ -89,7 +103,11 @@ def _high_water_mark() -> int:
     return 0
 
 
-_WALKS = {"asyncapi_client": _walk_ours, "raw aiohttp+orjson": _walk_raw}
+_WALKS = {
+    "asyncapi_client": _walk_ours,
+    "raw aiohttp+orjson": _walk_raw,
+    "asyncapi_client, orders cached": _walk_cached,
+}
 
 
 def measure(base_url: str, contender: str, orders: int, page_size: int) -> dict[str, Any]:

@@ -176,6 +176,8 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10.0)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
     def stats(self, *, reset: bool = False) -> int:
         """API requests the server received (since the last reset); optionally reset."""

@@ -6,21 +6,28 @@ server sends, so tests can compare what a client decoded with what the exchange 
 
 from __future__ import annotations
 
-import math
 import random
+import threading
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 import attrs
 
-__all__ = ["FakeExchange", "WireDict"]
+from ._changes import Change, ChangeMaker
+from ._wire import EPOCH_MS as _EPOCH_MS
+from ._wire import WireDict
+from ._wire import fraction_digits as _fraction_digits
+from ._wire import hex_id as _hex
+from ._wire import round_sig as _round_sig
+from ._wire import units_text as _units
 
-#: One resource as the wire has it: camelCase keys, numeric text where the API uses text.
-WireDict = dict[str, Any]
+__all__ = ["FakeExchange", "WireDict"]
 
 _STATUSES: Final = ("OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED", "EXPIRED")
 _STATUS_WEIGHTS: Final = (15, 35, 10, 25, 15)
 _SIDES: Final = ("BUY", "SELL")
+# advance() may be called from a test's thread while the activity runs on the server's
+_ADVANCING: Final = threading.Lock()
 
 # symbol, name, decimals, rough USD price
 _CATALOGUE: Final[tuple[tuple[str, str, int, float], ...]] = (
@@ -77,33 +84,10 @@ _CATALOGUE: Final[tuple[tuple[str, str, int, float], ...]] = (
 )
 _STABLES: Final = frozenset({"USDC", "USDT", "DAI", "FRAX", "LUSD", "GUSD", "PYUSD"})
 _QUOTES: Final = ("USDC", "USDT", "WETH", "DAI")
-# 2025-01-01T00:00:00Z in milliseconds: the newest order is a little before it.
-_EPOCH_MS: Final = 1_735_689_600_000
-
-
-def _hex(rng: random.Random, nbytes: int) -> str:
-    return f"0x{rng.getrandbits(nbytes * 8):0{nbytes * 2}x}"
-
-
-def _units(units: int, decimals: int) -> str:
-    """An integer amount of the smallest unit as decimal text: ``_units(1505, 3) == "1.505"``."""
-    if decimals == 0:
-        return str(units)
-    text = str(units).rjust(decimals + 1, "0")
-    return f"{text[:-decimals]}.{text[-decimals:]}"
-
-
-def _round_sig(value: float, digits: int) -> float:
-    return float(f"{value:.{digits}g}")
 
 
 def _money(rng: random.Random, median: float, sigma: float = 1.0) -> float:
     return round(median * rng.lognormvariate(0.0, sigma), 2)
-
-
-def _fraction_digits(value: float, significant: int) -> int:
-    """How many decimals show ``significant`` digits of ``value`` (at least 0)."""
-    return max(0, significant - 1 - math.floor(math.log10(value)))
 
 
 def _seed(value: object) -> int:
@@ -134,12 +118,42 @@ class FakeExchange:
     markets: dict[str, list[WireDict]] = attrs.Factory(dict)
     #: poolId -> Pool wire dict.
     pools: dict[str, WireDict] = attrs.Factory(dict)
-    #: user address -> profile wire dict (balances, a few open orders, positions).
+    #: user address -> profile wire dict (balances, the user's OPEN and PARTIALLY_FILLED
+    #: orders newest first, positions).
     users: dict[str, WireDict] = attrs.Factory(dict)
     #: user address -> every Order wire dict of that user, newest first.
     orders: dict[str, list[WireDict]] = attrs.Factory(dict)
     #: LeaderboardEntry wire dicts, rank 1..N.
     leaderboard: list[WireDict] = attrs.Factory(list)
+    #: Every change :meth:`advance` (or a server's activity) applied, in order.
+    journal: list[Change] = attrs.field(init=False, factory=list)
+    _maker: ChangeMaker | None = attrs.field(init=False, default=None, eq=False, repr=False)
+
+    def advance(self, n: int = 1) -> list[Change]:
+        """Apply ``n`` changes drawn from this exchange's own seeded stream, and return them.
+
+        The same seed and the same calls give the same changes: new orders at the front of
+        a user's list, orders moving only forward (OPEN, PARTIALLY_FILLED, then FILLED,
+        CANCELLED or EXPIRED), pool prices, volumes and TVL moving, leaderboard scores
+        changing with the ranks recomputed. Each is also appended to :attr:`journal`.
+        """
+        given: object = n
+        if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+            raise ValueError(f"n must be an int >= 0 (changes to apply), got {n!r}")
+        made = self._advance(n)
+        if len(made) < n:
+            raise ValueError(
+                "nothing left to change: the exchange has no pool, no user and no leaderboard "
+                f"entry to change ({len(made)} of {n} changes applied)"
+            )
+        return made
+
+    def _advance(self, n: int) -> list[Change]:
+        """Up to ``n`` changes; fewer (none) when there is nothing to change."""
+        with _ADVANCING:
+            if self._maker is None:
+                self._maker = ChangeMaker(self.seed)
+            return self._maker.make(self, n)
 
     @classmethod
     def generate(
@@ -407,7 +421,7 @@ class _Generator:
         return {
             "address": address,
             "balances": balances,
-            "orders": working[:5],
+            "orders": working,
             "positions": positions,
         }
 

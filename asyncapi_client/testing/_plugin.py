@@ -27,6 +27,9 @@ pytest-asyncio with it), so a bot's test suite only writes::
 - ``fake_server``: a started :class:`~asyncapi_client.testing.FakeServer` over that exchange
   (its fault seed is the exchange's seed), closed after the test. Async: it needs
   pytest-asyncio (with ``asyncio_mode = "strict"``, mark the tests ``@pytest.mark.asyncio``).
+  The ``fake_server`` marker passes its keywords to ``FakeServer``:
+  ``@pytest.mark.fake_server(activity=50.0, quota=Quota(100, 10.0), rate_limit_headers="ietf",
+  poll_interval=5.0)`` makes the data move and the server advertise and enforce a quota.
 - ``fake_client``: a :class:`~asyncapi_client.Client` of ``fake_server`` (both networks) in
   testing mode (retries without waiting), closed after the test.
 
@@ -82,6 +85,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "as FakeExchange.generate(seed=..., tokens=, users=, orders_per_user=, "
         "leaderboard_size=, pools=)",
     )
+    config.addinivalue_line(
+        "markers",
+        "fake_server(**options): keyword options of the fake_server fixture's FakeServer: "
+        "activity= (changes a second), quota=Quota(limit, window), rate_limit_headers= "
+        "('ietf', 'split', 'x' or None), poll_interval= (seconds), prefix=",
+    )
 
 
 @pytest.fixture
@@ -98,12 +107,44 @@ def fake_exchange(request: pytest.FixtureRequest) -> FakeExchange:
     return FakeExchange.generate(**kwargs)
 
 
+#: What the ``fake_server`` marker may set: FakeServer's keywords other than the data's.
+SERVER_OPTIONS: Final = frozenset(
+    {"activity", "quota", "rate_limit_headers", "poll_interval", "prefix", "seed"}
+)
+
+
+def _server_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The keywords of the closest ``fake_server`` marker, checked by name."""
+    marker = request.node.get_closest_marker("fake_server")
+    if marker is None:
+        return {}
+    if marker.args:
+        raise TypeError(
+            "the fake_server marker takes keywords only, e.g. "
+            f"@pytest.mark.fake_server(activity=50.0), got {marker.args!r}"
+        )
+    unknown = sorted(set(marker.kwargs) - SERVER_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"unknown fake_server marker option(s) {', '.join(unknown)}: expected some of "
+            f"{', '.join(sorted(SERVER_OPTIONS))}"
+        )
+    return dict(marker.kwargs)
+
+
 @_async_fixture
-async def fake_server(fake_exchange: FakeExchange) -> AsyncIterator[FakeServer]:
-    """A started FakeServer over ``fake_exchange`` on loopback; closed after the test."""
+async def fake_server(
+    request: pytest.FixtureRequest, fake_exchange: FakeExchange
+) -> AsyncIterator[FakeServer]:
+    """A started FakeServer over ``fake_exchange`` on loopback; closed after the test.
+
+    The ``fake_server`` marker's keywords (activity, quota, rate_limit_headers,
+    poll_interval, prefix, seed) are passed to FakeServer.
+    """
     from ._server import FakeServer
 
-    async with FakeServer(fake_exchange, seed=fake_exchange.seed) as server:
+    options = {"seed": fake_exchange.seed, **_server_options(request)}
+    async with FakeServer(fake_exchange, **options) as server:
         yield server
 
 

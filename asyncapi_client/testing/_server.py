@@ -33,14 +33,17 @@ from multidict import CIMultiDict
 
 from asyncapi_client._network import Network, parse_network
 
+from ._activity import Activity, check_rate
+from ._changes import Change
 from ._data import FakeExchange, WireDict
 from ._faults import Decision, Fault, FaultSchedule
 from ._gate import DEFAULT_WAIT, Gate, check_timeout
+from ._quota import HeaderMode, Quota, QuotaWindows, Verdict, check_header_mode
 from ._records import RecordedRequest
 from ._script import Reply, Scripts, ScriptStep, check_operation
 from ._thread import LoopThread
 
-__all__ = ["FakeServer", "RecordedRequest"]
+__all__ = ["FakeServer", "Quota", "RecordedRequest"]
 
 T = TypeVar("T")
 
@@ -49,7 +52,11 @@ MAX_LIMIT: Final = 500
 _STATUSES: Final = frozenset({"OPEN", "FILLED", "PARTIALLY_FILLED", "CANCELLED", "EXPIRED"})
 _SIDES: Final = frozenset({"BUY", "SELL"})
 _DIGITS: Final = re.compile(r"[0-9]+", re.ASCII).fullmatch
-_CURSOR: Final = struct.Struct(">I8s8s")  # offset, filter digest, signature
+# the age of the place (orders older than it come next), filter digest, signature
+_CURSOR: Final = struct.Struct(">I8s8s")
+_MAX_AGE: Final = 2**32 - 1
+#: Headers every answer of one request carries (rate limits, poll interval).
+_EXTRA: Final = web.RequestKey[dict[str, str]]("asyncapi_client.testing.headers")
 
 
 class _Reject(Exception):
@@ -119,6 +126,66 @@ def _json(status: int, payload: Any, headers: Mapping[str, str] | None = None) -
     return web.Response(
         status=status, body=orjson.dumps(payload), content_type="application/json", headers=headers
     )
+
+
+def _etag(body: bytes) -> str:
+    """A strong entity tag of ``body``: a digest of its bytes, quoted (SHA-1: the fastest
+    digest here, and no security rests on it)."""
+    return f'"{hashlib.sha1(body, usedforsecurity=False).hexdigest()}"'
+
+
+def _none_match(header: str | None, etag: str) -> bool:
+    """Whether ``If-None-Match: header`` names ``etag`` (weak comparison, RFC 9110 13.1.2)."""
+    if not header:
+        return False
+    for candidate in header.split(","):
+        tag = candidate.strip()
+        if tag == "*" or tag.removeprefix("W/") == etag:
+            return True
+    return False
+
+
+def _seconds_text(value: float) -> str:
+    """Seconds as a header value: ``5`` for 5.0, ``2.5`` for 2.5."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def _check_poll_interval(value: object) -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 < value <= 86_400
+    ):
+        raise ValueError(f"poll_interval must be seconds in (0, 86400] or None, got {value!r}")
+    return float(value)
+
+
+def _check_quota(value: object) -> Quota | None:
+    if value is not None and not isinstance(value, Quota):
+        raise TypeError(f"quota must be a Quota(limit, window) or None, got {value!r}")
+    return value
+
+
+async def _add_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Put the request's server-wide headers on its answer (those it does not set itself)."""
+    extra = request.get(_EXTRA)
+    if extra:
+        headers = response.headers
+        for name, value in extra.items():
+            if name not in headers:
+                headers[name] = value
+
+
+@attrs.define(slots=True)
+class _Outcome:
+    """How one request was answered, for its record."""
+
+    status: int | None = None
+    decision: Decision = _NO_DECISION
+    reply: Reply | None = None
 
 
 def _positive_param(query: Mapping[str, str], name: str, default: int, maximum: int) -> int:
@@ -202,6 +269,14 @@ class FakeServer:
     ``seed`` drives the fault schedule and signs the cursors. ``exchange`` is the data
     served (edit it to set up a scenario), ``host`` the loopback address the two ports are
     bound on.
+
+    ``activity``: changes a second applied to the exchange while the server runs (see
+    :meth:`FakeExchange.advance`), on the server's event loop. ``quota``: at most
+    ``Quota.limit`` requests of one network answered per fixed window, then 429 with
+    ``Retry-After``; ``rate_limit_headers`` (``"ietf"``, ``"split"``, ``"x"`` or None) says how
+    every answer advertises it. ``poll_interval``: seconds sent as ``X-Poll-Interval`` on every
+    answer. Every 200 of normal service carries a strong ``ETag``, and a request whose
+    ``If-None-Match`` names it gets a 304.
     """
 
     def __init__(
@@ -213,6 +288,10 @@ class FakeServer:
         testnet_port: int = 0,
         seed: int = 0,
         prefix: str = "",
+        activity: float | None = None,
+        quota: Quota | None = None,
+        rate_limit_headers: HeaderMode | None = None,
+        poll_interval: float | None = None,
     ) -> None:
         if not isinstance(exchange, FakeExchange):
             raise TypeError(f"exchange must be a FakeExchange, got {exchange!r}")
@@ -225,6 +304,13 @@ class FakeServer:
         given: object = prefix
         if not isinstance(given, str) or any(c in given for c in "?#"):
             raise ValueError(f"prefix must be a path such as '/gw', got {prefix!r}")
+        self._activity_rate = check_rate(activity)
+        self._quota = QuotaWindows(_check_quota(quota))
+        self._header_mode = check_header_mode(rate_limit_headers)
+        poll = _check_poll_interval(poll_interval)
+        self._poll_interval = poll
+        self._poll_header = None if poll is None else _seconds_text(poll)
+        self._activity: Activity | None = None
         self.exchange = exchange
         self.host = host
         self.seed = seed
@@ -252,6 +338,7 @@ class FakeServer:
             raise RuntimeError("this FakeServer is closed; create a new one")
         if self._state is _State.STARTED:
             return self
+        self._quota.start(time.monotonic())
         try:
             for network in Network:
                 runner = web.AppRunner(
@@ -269,11 +356,22 @@ class FakeServer:
             await self.close()
             raise
         self._state = _State.STARTED
+        if self._activity_rate is not None:
+            self._activity = Activity(self._activity_rate, self._apply_changes)
+            self._activity.start()
         return self
+
+    def _apply_changes(self, n: int) -> None:
+        """The activity's turn: ``n`` changes, then every ``wait_until`` looks again."""
+        if self.exchange._advance(n):
+            self._changed()
 
     async def close(self) -> None:
         """Stop answering and release both ports. Calling it twice is fine."""
         self._state = _State.CLOSED
+        activity, self._activity = self._activity, None
+        if activity is not None:
+            activity.stop()
         for sleeper in self._sleepers:  # injected latencies end now
             _wake(sleeper)
         for gate in list(self._gates.values()):  # held requests go now
@@ -339,6 +437,37 @@ class FakeServer:
     def testnet_port(self) -> int:
         """The test network's port (started servers only)."""
         return self.port_of(Network.TESTNET)
+
+    # --- activity, quota and headers ---------------------------------------------------
+
+    @property
+    def journal(self) -> list[Change]:
+        """Every change of the exchange so far, in order (``exchange.journal``)."""
+        return self.exchange.journal
+
+    @property
+    def activity(self) -> float | None:
+        """Changes a second applied while the server runs (None: none)."""
+        return self._activity_rate
+
+    @property
+    def quota(self) -> Quota | None:
+        """The quota of each network (None: none); set it to change it at once."""
+        return self._quota.quota
+
+    @quota.setter
+    def quota(self, value: Quota | None) -> None:
+        self._quota.set(_check_quota(value), time.monotonic())
+
+    @property
+    def rate_limit_headers(self) -> HeaderMode | None:
+        """How every answer advertises the quota: ``"ietf"``, ``"split"``, ``"x"`` or None."""
+        return self._header_mode
+
+    @property
+    def poll_interval(self) -> float | None:
+        """Seconds sent as ``X-Poll-Interval`` on every answer (None: not sent)."""
+        return self._poll_interval
 
     # --- faults and records -----------------------------------------------------------
 
@@ -406,7 +535,8 @@ class FakeServer:
         timeout: float = DEFAULT_WAIT,  # noqa: ASYNC109
     ) -> None:
         """Wait until ``condition()`` is true: checked now, then each time a request arrives
-        or is finished with (answered, dropped or cancelled).
+        or is finished with (answered, dropped or cancelled), and each time the activity
+        has applied changes.
 
         ``await server.wait_until(lambda: server.in_flight == 0)``. Works from any event loop,
         also while the server runs ``in_thread()``. Raises TimeoutError if the condition does
@@ -504,6 +634,8 @@ class FakeServer:
 
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", handle)
+        if self._header_mode is not None or self._poll_header is not None:
+            app.on_response_prepare.append(_add_headers)
         return app
 
     async def _handle(self, network: Network, request: web.Request) -> web.StreamResponse:
@@ -528,37 +660,10 @@ class FakeServer:
         self._in_flight += 1
         self._max_in_flight = max(self._max_in_flight, self._in_flight)
         self._changed()
-        served = operation is not None and request.method == "GET"
-        reply: Reply | None = None
-        decision = _NO_DECISION
-        gate: Gate | None = None
-        status: int | None = None
+        outcome = _Outcome(decision=_NO_DECISION)
         cancelled = False
         try:
-            if served and operation is not None:
-                step = self._scripts.take(operation)
-                if step is not None:
-                    reply = step if isinstance(step, Reply) else self._respond(step, record)
-                else:
-                    decision = self._faults.decide(operation, request.raw_path)
-                gate = self._gates.get(operation) or self._gates.get("*")
-            if gate is not None:
-                await gate.pass_through()
-            response: web.StreamResponse
-            if reply is not None:
-                response = await self._reply(reply, request, operation, param, query)
-                status = None if reply.drop or reply.reset else response.status
-                return response
-            if decision.latency > 0:
-                await self._pause(decision.latency)
-            if request.method != "GET":
-                response = _json(405, {"error": "only GET is served"}, {"Allow": "GET"})
-            elif decision.kind is None:
-                response = self._answer(operation, param, query, request.raw_path)
-            else:
-                response = await self._inject(decision, request, operation, param, query)
-            status = None if decision.kind == "drop" else response.status
-            return response
+            return await self._serve(network, request, record, param, outcome)
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -566,14 +671,77 @@ class FakeServer:
             self._in_flight -= 1
             final = attrs.evolve(
                 record,
-                status=status,
-                fault=decision.kind,
+                status=outcome.status,
+                fault=outcome.decision.kind,
                 answered_at=time.monotonic(),
-                reply=reply,
+                reply=outcome.reply,
                 cancelled=cancelled,
             )
             self._replace(index, record, final)
             self._changed()
+
+    def _admit(self, network: Network, request: web.Request, now: float) -> Verdict | None:
+        """Count the request against the quota and note the headers its answer carries."""
+        verdict = self._quota.take(network, now)
+        extra = {} if verdict is None else verdict.headers(self._header_mode)
+        if self._poll_header is not None:
+            extra["X-Poll-Interval"] = self._poll_header
+        if extra:
+            request[_EXTRA] = extra
+        return verdict
+
+    async def _serve(
+        self,
+        network: Network,
+        request: web.Request,
+        record: RecordedRequest,
+        param: str,
+        outcome: _Outcome,
+    ) -> web.StreamResponse:
+        """The answer to one recorded request; ``outcome`` says how it was answered."""
+        operation, query = record.operation, record.query
+        verdict = self._admit(network, request, record.time)
+        if verdict is not None and not verdict.allowed:
+            outcome.status = 429
+            message = f"rate limited: over the quota of {verdict.limit} requests a window"
+            return _json(429, {"error": message}, {"Retry-After": verdict.retry_after()})
+        gate: Gate | None = None
+        if operation is not None and request.method == "GET":
+            step = self._scripts.take(operation)
+            if step is not None:
+                outcome.reply = step if isinstance(step, Reply) else self._respond(step, record)
+            else:
+                outcome.decision = self._faults.decide(operation, request.raw_path)
+            gate = self._gates.get(operation) or self._gates.get("*")
+        if gate is not None:
+            await gate.pass_through()
+        response: web.StreamResponse
+        reply, decision = outcome.reply, outcome.decision
+        if reply is not None:
+            response = await self._reply(reply, request, operation, param, query)
+            outcome.status = None if reply.drop or reply.reset else response.status
+            return response
+        if decision.latency > 0:
+            await self._pause(decision.latency)
+        if request.method != "GET":
+            response = _json(405, {"error": "only GET is served"}, {"Allow": "GET"})
+        elif decision.kind is None:
+            response = self._answer(operation, param, query, request.raw_path)
+            response = self._not_modified(request, response)
+        else:
+            response = await self._inject(decision, request, operation, param, query)
+        outcome.status = None if decision.kind == "drop" else response.status
+        return response
+
+    @staticmethod
+    def _not_modified(request: web.Request, response: web.Response) -> web.Response:
+        """A 304 in place of a 200 whose ETag the request's ``If-None-Match`` names."""
+        etag = response.headers.get("ETag")
+        if response.status != 200 or etag is None:
+            return response
+        if not _none_match(request.headers.get("If-None-Match"), etag):
+            return response
+        return web.Response(status=304, headers={"ETag": etag})
 
     def _replace(self, index: int, record: RecordedRequest, final: RecordedRequest) -> None:
         """Put ``final`` where ``record`` is; not at all if the test has removed it meanwhile."""
@@ -690,23 +858,32 @@ class FakeServer:
     def _answer(
         self, operation: str | None, param: str, query: Mapping[str, str], raw_path: str
     ) -> web.Response:
-        """The right answer to one request."""
+        """The right answer to one request; a 200 carries the strong ETag of its body."""
         try:
-            if operation == "tokens":
-                return _json(200, {"tokens": self._tokens(query.get("search"))})
-            if operation == "token_markets":
-                return _json(200, {"markets": self._markets(param)})
-            if operation == "pool":
-                return _json(200, self._lookup(self.exchange.pools, param, "pool")[1])
-            if operation == "user":
-                return _json(200, self._lookup(self.exchange.users, param, "user")[1])
-            if operation == "orders":
-                return _json(200, self._orders(param, query))
-            if operation == "leaderboard":
-                return _json(200, self._leaderboard(query))
-            raise _Reject(404, f"no such path: {raw_path.partition('?')[0]}")
+            body = orjson.dumps(self._payload(operation, param, query, raw_path))
         except _Reject as exc:
             return _json(exc.status, {"error": exc.message})
+        return web.Response(
+            status=200, body=body, content_type="application/json", headers={"ETag": _etag(body)}
+        )
+
+    def _payload(
+        self, operation: str | None, param: str, query: Mapping[str, str], raw_path: str
+    ) -> Any:
+        """What a 200 to one request holds; raises _Reject for any other answer."""
+        if operation == "tokens":
+            return {"tokens": self._tokens(query.get("search"))}
+        if operation == "token_markets":
+            return {"markets": self._markets(param)}
+        if operation == "pool":
+            return self._lookup(self.exchange.pools, param, "pool")[1]
+        if operation == "user":
+            return self._lookup(self.exchange.users, param, "user")[1]
+        if operation == "orders":
+            return self._orders(param, query)
+        if operation == "leaderboard":
+            return self._leaderboard(query)
+        raise _Reject(404, f"no such path: {raw_path.partition('?')[0]}")
 
     # --- the six operations -----------------------------------------------------------
 
@@ -741,52 +918,64 @@ class FakeServer:
         raise _Reject(404, f"unknown token: {token!r}")
 
     def _orders(self, address: str, query: Mapping[str, str]) -> WireDict:
+        """A page of a user's orders, newest first.
+
+        A cursor names a place by the age of the last order served (how many of the user's
+        orders are older): new orders at the front do not move it, so a walk sees each
+        order that existed when it started exactly once (each that kept matching its
+        filters).
+        """
         exchange = self.exchange
         found = _find(exchange.orders, address)
         if found is None:
             key = self._lookup(exchange.users, address, "user")[0]
-            orders: Sequence[WireDict] = []
+            orders: list[WireDict] = []
         else:
-            key, orders = found
+            key, orders = found[0], found[1][:]  # a snapshot: the activity may add orders
         market = query.get("market") or None
         status = _choice_param(query, "status", _STATUSES)
         side = _choice_param(query, "side", _SIDES)
         limit = _positive_param(query, "limit", DEFAULT_LIMIT, MAX_LIMIT)
         digest = hashlib.sha256(f"{key}\0{market}\0{status}\0{side}".encode()).digest()[:8]
         cursor = query.get("cursor")
-        offset = self._read_cursor(cursor, digest) if cursor else 0
-        matching = [
-            order
-            for order in orders
-            if (market is None or order["poolId"] == market)
-            and (status is None or order["status"] == status)
-            and (side is None or order["side"] == side)
-        ]
-        end = offset + limit
-        return {
-            "orders": matching[offset:end],
-            "cursor": self._make_cursor(end, digest) if end < len(matching) else None,
-        }
+        total = len(orders)
+        below = self._read_cursor(cursor, digest) if cursor else total
+        page: list[WireDict] = []
+        last = -1
+        for position in range(max(0, total - below), total):
+            order = orders[position]
+            if (
+                (market is None or order["poolId"] == market)
+                and (status is None or order["status"] == status)
+                and (side is None or order["side"] == side)
+            ):
+                if len(page) == limit:  # one more matches: there is a next page
+                    age = min(total - 1 - last, _MAX_AGE)
+                    return {"orders": page, "cursor": self._make_cursor(age, digest)}
+                page.append(order)
+                last = position
+        return {"orders": page, "cursor": None}
 
-    def _sign(self, offset: int, digest: bytes) -> bytes:
-        message = struct.pack(">I", offset) + digest
+    def _sign(self, age: int, digest: bytes) -> bytes:
+        message = struct.pack(">I", age) + digest
         return hmac.new(self._cursor_key, message, hashlib.sha256).digest()[:8]
 
-    def _make_cursor(self, offset: int, digest: bytes) -> str:
-        raw = _CURSOR.pack(offset, digest, self._sign(offset, digest))
+    def _make_cursor(self, age: int, digest: bytes) -> str:
+        raw = _CURSOR.pack(age, digest, self._sign(age, digest))
         return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
     def _read_cursor(self, cursor: str, digest: bytes) -> int:
+        """The age a cursor names: the orders younger than it come next."""
         try:
             raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-            offset, seen, signature = _CURSOR.unpack(raw)
+            age, seen, signature = _CURSOR.unpack(raw)
         except (binascii.Error, struct.error, ValueError):
             raise _Reject(400, f"invalid cursor {cursor!r}") from None
-        if not hmac.compare_digest(signature, self._sign(offset, seen)):
+        if not hmac.compare_digest(signature, self._sign(age, seen)):
             raise _Reject(400, f"invalid cursor {cursor!r}")
         if seen != digest:
             raise _Reject(400, "this cursor belongs to another user or another set of filters")
-        return int(offset)
+        return int(age)
 
     def _leaderboard(self, query: Mapping[str, str]) -> WireDict:
         board = self.exchange.leaderboard

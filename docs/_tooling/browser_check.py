@@ -3,9 +3,12 @@
 ``python docs/_tooling/browser_check.py site`` serves ``site/`` on 127.0.0.1, opens every page
 of the site (the front page, every guide, the API reference...) and fails, naming the page,
 on any console error, uncaught exception, failed request or HTTP error status, or a page with
-no heading. It then types ``RedisLimiter`` into the site search and waits for a result that
-leads to the fleet reference, and saves a screenshot of the front page as
-``site/screenshot.png`` for a person to look at. Exit status 0 when everything held, 1 if not.
+no heading. It then opens the front page, waits until the site search has loaded its index
+(the search worker's first answer, not a time), types ``RedisLimiter`` into the search and
+waits for a result that leads to the fleet reference, and saves a screenshot of the front
+page as ``site/screenshot.png`` for a person to look at. Exit status 0 when everything held,
+1 if not. Every wait is for a condition in the page (a promise it resolves), bounded by a
+timeout that names what did not happen.
 
 Chromium is Debian's ``chromium`` (``CHROMIUM`` names another binary); the Makefile installs
 it. The protocol is spoken with aiohttp's websocket client, a dependency of the library.
@@ -23,6 +26,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,11 +83,14 @@ def chromium() -> Iterator[str]:
     binary = os.environ.get("CHROMIUM") or shutil.which("chromium")
     if binary is None:
         raise SystemExit("no chromium: install Debian's chromium package (make docs does)")
-    with tempfile.TemporaryDirectory(prefix="docs-browser-") as profile:
+    # Chromium's crash handlers outlive it in sessions of their own, but write elsewhere
+    # (~/.config/chromium); a file one of them might leave is no reason to fail the check.
+    with tempfile.TemporaryDirectory(prefix="docs-browser-", ignore_cleanup_errors=True) as profile:
         process = subprocess.Popen(
             [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes in a process group of its own
         )
         try:
             port_file = Path(profile) / "DevToolsActivePort"
@@ -95,12 +102,37 @@ def chromium() -> Iterator[str]:
             port, path = port_file.read_text().split()[:2]
             yield f"ws://127.0.0.1:{port}{path}"
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Stop Chromium and every helper it started (its process group), and return once none
+    is left: a helper still writing into the profile would make its removal fail."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    deadline = time.monotonic() + 10
+    while _group_alive(process.pid):
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)  # polling: the helpers are not our children, nothing to wait() on
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs (zombies, which write nothing, aside)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rpartition(")")[2].split()
+            if int(fields[2]) == group and fields[0] != "Z":  # state, ppid, pgrp, ...
+                return True
+    return False
 
 
 class Browser:
@@ -117,7 +149,9 @@ class Browser:
         async for message in self.ws:
             data = json.loads(message.data)
             if "id" in data:
-                future = self.replies.pop(data["id"])
+                future = self.replies.pop(data["id"], None)
+                if future is None or future.done():
+                    continue  # its caller gave up waiting
                 if "error" in data:
                     future.set_exception(RuntimeError(f"DevTools: {data['error']}"))
                 else:
@@ -125,7 +159,10 @@ class Browser:
             else:
                 self.events.put_nowait(data)
 
-    async def call(self, method: str, session: bool = True, **params: Any) -> dict[str, Any]:
+    async def call(
+        self, method: str, session: bool = True, wait: float = PAGE_TIMEOUT, **params: Any
+    ) -> dict[str, Any]:
+        """Send one DevTools command; its result, or ``TimeoutError`` after ``wait`` s."""
         number = next(self.ids)
         future = asyncio.get_running_loop().create_future()
         self.replies[number] = future
@@ -133,10 +170,20 @@ class Browser:
         if session and self.session is not None:
             message["sessionId"] = self.session
         await self.ws.send_str(json.dumps(message))
-        return await asyncio.wait_for(future, PAGE_TIMEOUT)
+        try:
+            return await asyncio.wait_for(future, wait)
+        finally:
+            self.replies.pop(number, None)  # a reply after the timeout is dropped
 
-    async def evaluate(self, expression: str) -> Any:
-        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+    async def evaluate(self, expression: str, wait: float = PAGE_TIMEOUT) -> Any:
+        """The value of ``expression`` in the page, a promise's once it settles."""
+        result = await self.call(
+            "Runtime.evaluate",
+            wait=wait,
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
         return result["result"].get("value")
 
 
@@ -202,31 +249,70 @@ async def visit(browser: Browser, url: str, base: str) -> list[str]:
     return problems
 
 
+#: Run in every new document before its own scripts: the site search's web worker answers
+#: for the first time once it has loaded ``search/search_index.json`` and built its index
+#: from it (Material's worker posts nothing before that), so that first answer resolves
+#: ``window.__searchIndexLoaded``. The check waits on that promise instead of a time.
+INDEX_LOADED_HOOK = """
+(() => {
+  let loaded;
+  window.__searchIndexLoaded = new Promise(resolve => { loaded = resolve; });
+  const Native = window.Worker;
+  window.Worker = class extends Native {
+    constructor(url, options) {
+      super(url, options);
+      if (String(url).includes("search")) {
+        this.addEventListener("message", () => loaded(), { once: true });
+      }
+    }
+  };
+})();
+"""
+#: Resolves with the result links (href and text) once one leads to the fleet reference and
+#: names what was searched for: a MutationObserver on the result list, no polling.
+RESULTS_FOUND = """
+new Promise(resolve => {
+  const list = document.querySelector(".md-search-result");
+  const hits = () => Array.from(document.querySelectorAll(".md-search-result__link"))
+    .map(a => a.getAttribute("href") + " " + a.textContent);
+  const found = () => hits().some(h => h.includes("reference/fleet/") && h.includes(%s));
+  if (found()) { resolve(hits()); return; }
+  new MutationObserver((_, observer) => {
+    if (found()) { observer.disconnect(); resolve(hits()); }
+  }).observe(list, { childList: true, subtree: true });
+})
+"""
+INDEX_TIMEOUT = 120.0  # seconds for the worker to load and build the index on a busy machine
+
+
 async def search(browser: Browser, base: str) -> list[str]:
-    """Type into the site search; the results must lead to the fleet reference."""
-    await browser.call("Page.navigate", url=base)
-    await browser.evaluate(
-        "new Promise(r => document.readyState === 'complete' ? r() : "
-        "addEventListener('load', () => r()))"
-    )
+    """Type into the site search once its index is loaded; the results must lead to the
+    fleet reference."""
+    hook = await browser.call("Page.addScriptToEvaluateOnNewDocument", source=INDEX_LOADED_HOOK)
+    try:
+        await browser.call("Page.navigate", url=base)
+        try:
+            await browser.evaluate("window.__searchIndexLoaded", wait=INDEX_TIMEOUT)
+        except TimeoutError:
+            index = "search/search_index.json"
+            return [f"the search index ({index}) was not loaded in {INDEX_TIMEOUT:.0f} s"]
+    finally:
+        await browser.call(
+            "Page.removeScriptToEvaluateOnNewDocument", identifier=hook["identifier"]
+        )
     await browser.evaluate("document.querySelector('input.md-search__input').focus()")
     for char in SEARCH_FOR:  # typed key by key, as a person would: the search reads keyup
         await browser.call("Input.dispatchKeyEvent", type="keyDown", text=char, key=char)
         await browser.call("Input.dispatchKeyEvent", type="keyUp", key=char)
-    deadline = time.monotonic() + PAGE_TIMEOUT
-    found: list[str] = []
-    while time.monotonic() < deadline:
-        found = (
-            await browser.evaluate(
-                "Array.from(document.querySelectorAll('.md-search-result__link'))"
-                ".map(a => a.getAttribute('href') + ' ' + a.textContent)"
-            )
-            or []
+    try:
+        await browser.evaluate(RESULTS_FOUND % json.dumps(SEARCH_FOR), wait=PAGE_TIMEOUT)
+    except TimeoutError:
+        found = await browser.evaluate(
+            "Array.from(document.querySelectorAll('.md-search-result__link'))"
+            ".map(a => a.getAttribute('href') + ' ' + a.textContent)"
         )
-        if any("reference/fleet/" in hit and SEARCH_FOR in hit for hit in found):
-            return []
-        await asyncio.sleep(0.1)  # polling the result list the search worker fills
-    return [f"search for {SEARCH_FOR!r} found no result in the fleet reference: {found}"]
+        return [f"search for {SEARCH_FOR!r} found no result in the fleet reference: {found}"]
+    return []
 
 
 def pages(site: Path, base: str) -> list[str]:

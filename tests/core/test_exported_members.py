@@ -52,6 +52,15 @@ CONTRACT_CLASSES = {
     # The sync client, and the type of its streams (for annotations)
     "SyncClient",
     "SyncWalk",
+    # Watching for changes: the watch, its changes, its state (and the type state= takes,
+    # and the sync client's watch, for annotations)
+    "Watch",
+    "OrderChange",
+    "PoolChange",
+    "LeaderboardChange",
+    "FileWatchState",
+    "WatchState",
+    "SyncWatch",
 }
 
 CONTRACT_FUNCTIONS = {"to_json", "to_wire"}

@@ -710,10 +710,10 @@ def guide_programs() -> list[str]:
 
 
 def test_the_guide_has_runnable_programs() -> None:
-    assert len(guide_programs()) == 3
+    assert len(guide_programs()) == 4
 
 
-@pytest.mark.parametrize("number", [0, 1, 2])
+@pytest.mark.parametrize("number", [0, 1, 2, 3])
 def test_each_program_of_the_guide_runs(number: int, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", guide_programs()[number]],

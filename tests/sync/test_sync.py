@@ -342,17 +342,23 @@ def test_eight_threads_twenty_calls_each_at_once(server: FakeServer, client: Syn
     assert all(r.status == 200 for r in server.requests)
 
 
-def test_a_call_from_inside_asyncio_run(server: FakeServer) -> None:
+def test_a_call_or_a_walk_from_inside_asyncio_run_is_refused(server: FakeServer) -> None:
     pid = pool_ids(server)[0]
 
-    async def main() -> tuple[str, int]:
-        # A running loop on this thread: the calls block it, and work.
+    async def main() -> list[str]:
+        # A running loop on this thread: a call would block it; refused, the client usable
+        refused = []
         with SyncClient(base_url=server.base_url) as client:
-            pool = client.pool(pid)
-            orders = list(client.iter_orders(a_user(server), max_items=15))
-        return pool.pool_id, len(orders)
+            for attempt in (lambda: client.pool(pid), lambda: next(client.iter_orders("0xa"))):
+                try:
+                    attempt()
+                except RuntimeError as exc:
+                    refused.append(str(exc))
+        return refused
 
-    assert asyncio.run(main()) == (pid, 15)
+    refused = asyncio.run(main())
+    assert len(refused) == 2
+    assert all("running event loop" in text and "async Client" in text for text in refused)
 
 
 def test_a_call_from_an_on_retry_callback_is_refused_not_deadlocked(server: FakeServer) -> None:

@@ -15,7 +15,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
 
-from asyncapi_client import Client, SyncClient, SyncWalk, Walk
+from asyncapi_client import Client, SyncClient, SyncWalk, SyncWatch, Walk, Watch
 from asyncapi_client._client import WithResponse
 from asyncapi_client._sync import SyncWithResponse
 from tools import sync_gen as gen
@@ -138,14 +138,16 @@ def test_each_twin_has_the_signature_of_its_async_one_minus_async(
     got = inspect.signature(sync_member)
     assert list(got.parameters.values()) == list(wanted.parameters.values()), name
     returns = wanted.return_annotation
-    if re.fullmatch(r"Walk\[\w+\]", returns):
-        returns = "Sync" + returns  # a stream: Walk[T] becomes SyncWalk[T]
+    if re.fullmatch(r"(Walk|Watch)\[\w+\]", returns):
+        returns = "Sync" + returns  # a stream: Walk[T] becomes SyncWalk[T], Watch SyncWatch
     assert got.return_annotation == returns, name
     # Every name resolves, to the same types (the Walk of a stream to the SyncWalk).
     async_hints = get_type_hints(async_member)
     sync_hints = get_type_hints(sync_member)
     if get_origin(async_hints["return"]) is Walk:
         async_hints["return"] = SyncWalk[get_args(async_hints["return"])]  # type: ignore[misc]
+    if get_origin(async_hints["return"]) is Watch:
+        async_hints["return"] = SyncWatch[get_args(async_hints["return"])]  # type: ignore[misc]
     assert sync_hints == async_hints, name
 
 

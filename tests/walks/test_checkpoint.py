@@ -467,11 +467,11 @@ async def test_an_item_walk_resumes_from_a_page_walk_checkpoint(fake: FakeServer
 # --- the data changed: PaginationError, never a silent skip or repeat ---------------------------
 
 
-async def test_an_order_removed_before_the_position_is_a_pagination_error(fake: FakeServer) -> None:
+async def test_the_last_order_handed_out_removed_is_a_pagination_error(fake: FakeServer) -> None:
     async with client_of(fake) as client:
         walk = client.iter_orders(USER, page_size=10, max_items=14)
         _ = [o async for o in walk]
-        del fake.exchange.orders[USER][3]  # everything after it moves up by one
+        del fake.exchange.orders[USER][13]  # the position's own order is gone
         with pytest.raises(PaginationError, match=r"cannot resume.*item 4.*changed"):
             _ = [o async for o in client.iter_orders(USER, page_size=10, resume=walk.checkpoint)]
 
