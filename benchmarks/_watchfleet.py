@@ -131,8 +131,8 @@ async def _run(processes: int, intervals: int, redis: RedisServer) -> dict[str, 
         "requests": len(log),
         "requests_per_interval": len(log) / ((stop - start) / INTERVAL),
         "lease_changes": _lease_changes(log),
-        # each worker's CPU per interval, as a share of one core
-        "worker_cpu_share": sum(cpu) / len(cpu) / ((stop - start)),
+        # each worker's CPU time over the run, as a share of one core
+        "worker_cpu_share": sum(cpu) / len(cpu) / (stop - start),
         "delay_ms": {
             "n": len(delays),
             "p50": _percentile(delays, 0.5),

@@ -45,6 +45,7 @@ async def follow(address: str, watch: Watch[OrderChange]) -> None:
                 "kind": change.kind,
                 "tx": order.transaction_id,
                 "status": order.status.value,
+                "filled": str(order.filled_size),
                 "key": change.key,
                 "t": time.monotonic(),
             }

@@ -12,12 +12,13 @@ import asyncio
 import os
 import signal
 import time
+from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest
+from asyncapi_client.testing import Change, FakeExchange, FakeServer, RecordedRequest
 from tests._watchfleet import WatchWorker, add_order, expiries, move, sync_profiles
 
 if TYPE_CHECKING:
@@ -168,43 +169,92 @@ async def test_three_processes_poll_as_one_and_each_receives_every_change(
     assert_all_expire(redis_url)
 
 
-async def test_the_poller_killed_is_replaced_within_two_intervals_and_a_consumer_goes_on(
+#: The living fake's changes: this many steps of ``advance(CHANGES_A_STEP)``, a step every
+#: STEP seconds (the pace of the market, not a synchronisation).
+STEPS = 60
+CHANGES_A_STEP = 3
+STEP = 0.1
+FINAL = frozenset({"FILLED", "CANCELLED", "EXPIRED"})
+RANK = {"OPEN": 0, "PARTIALLY_FILLED": 1, "FILLED": 2, "CANCELLED": 2, "EXPIRED": 2}
+
+
+def keys_of(events: list[dict[str, Any]], address: str) -> list[str]:
+    return [e["key"] for e in events if e["address"] == address]
+
+
+def check_moves_forward(events: list[dict[str, Any]], journal: list[Change]) -> None:
+    """Every state delivered is one the order had, and each order's states only move
+    forward (a change delivered again is the same change)."""
+    had: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for change in journal:
+        if change.before is not None:
+            had[change.key].add((change.before["status"], change.before["filledSize"]))
+        had[change.key].add((change.after["status"], change.after["filledSize"]))
+    ranks: dict[str, list[int]] = defaultdict(list)
+    for e in events:
+        assert (e["status"], e["filled"]) in had[e["tx"]], e  # nothing made up
+        assert (e["kind"] == "closed") == (e["status"] in FINAL), e
+        ranks[e["tx"]].append(RANK[e["status"]])
+    assert all(r == sorted(r) for r in ranks.values())
+
+
+async def test_the_poller_killed_is_replaced_and_a_consumer_started_again_goes_on(
     server: FakeServer, exchange: FakeExchange, addresses: list[str], redis_url: str, fleet_of: Any
 ) -> None:
+    """The living fake's own changes (``advance``), the poller of the first address killed
+    with SIGKILL half way and its consumer started again later: every consumer gets every
+    change, in the same order, and the one started again goes on where it was handled."""
     fleet: Fleet = fleet_of(redis_url)
     for n in range(WORKERS):
         fleet.start(f"w{n}", f"w{n}")
     await fleet.joined(WORKERS)
     first = addresses[0]
-    orders = {a: add_order(exchange, a, f"0xkill{i}") for i, a in enumerate(addresses)}
-    await fleet.delivered({a: (o["transactionId"], "OPEN") for a, o in orders.items()})
-    poller = fleet.workers[polls(server, first)[-1].headers["X-Worker"]]
-    before_kill = {a: states(poller, a) for a in addresses}
-    poller.kill()
-    killed_at = time.monotonic()
-    for order in orders.values():
-        move(exchange, order, "CANCELLED")  # a final state while the poller is dead
-    await fleet.delivered({a: (o["transactionId"], "CANCELLED") for a, o in orders.items()})
+    start = len(exchange.journal)
+    killed: WatchWorker | None = None
+    killed_at = 0.0
+    for step in range(STEPS):
+        exchange.advance(CHANGES_A_STEP)
+        await asyncio.sleep(STEP)  # the pace of the market, not a synchronisation
+        if step == STEPS // 3:
+            killed = fleet.workers[polls(server, first)[-1].headers["X-Worker"]]
+            killed.kill()
+            killed_at = time.monotonic()
+    assert killed is not None
+    again = fleet.start(f"{killed.worker}-again", killed.worker)  # the same consumer
+    journal = [c for c in exchange.journal[start:] if c.kind.startswith("order.")]
+    finals = {
+        (str(c.address), c.key, c.after["status"], c.after["filledSize"])
+        for c in journal
+        if c.after["status"] in FINAL
+    }
+    wanted = {(a, tx, s) for a, tx, s, _ in finals}
+    had = {(e["address"], e["tx"], e["status"]) for e in killed.changes()}
+    await asyncio.gather(
+        *(w.wait_for_states(wanted) for w in fleet.live() if w is not again),
+        again.wait_for_states(wanted - had),  # the rest, after its last handled change
+    )
+
     taken_over = [
-        r for r in polls(server, first, killed_at) if r.headers["X-Worker"] != poller.worker
+        r for r in polls(server, first, killed_at) if r.headers["X-Worker"] != killed.worker
     ]
     assert taken_over[0].time - killed_at <= 2 * INTERVAL
-
-    again = fleet.start(f"{poller.worker}-again", poller.worker)  # the same consumer
-    await fleet.delivered({a: (o["transactionId"], "CANCELLED") for a, o in orders.items()})
-    for address, order in orders.items():
-        # it goes on after its last handled change: the one in hand at the kill at most
-        # once more, then the closure it missed
-        tx = order["transactionId"]
-        assert states(again, address) in ([(tx, "CANCELLED")], [(tx, "OPEN"), (tx, "CANCELLED")])
-        assert before_kill[address][-1] == (tx, "OPEN")
-    later = {a: add_order(exchange, a, f"0xlater{i}") for i, a in enumerate(addresses)}
-    await fleet.delivered({a: (o["transactionId"], "OPEN") for a, o in later.items()})
-    for worker in fleet.live():
-        for address in addresses:
-            tx, new = orders[address]["transactionId"], later[address]["transactionId"]
-            if worker is not again:
-                assert states(worker, address) == [(tx, "OPEN"), (tx, "CANCELLED"), (new, "OPEN")]
+    survivors = [w for w in fleet.live() if w is not again]
+    for address in addresses:
+        stream = keys_of(survivors[0].changes(), address)
+        for worker in survivors[1:]:
+            assert keys_of(worker.changes(), address) == stream  # the same, in the same order
+        before, after = keys_of(killed.changes(), address), keys_of(again.changes(), address)
+        if before and after and after[0] == before[-1]:
+            after = after[1:]  # the change in hand at the kill, once more
+        assert before + after == stream  # it went on after its last handled change
+    delivered = {
+        (e["address"], e["tx"], e["status"], e["filled"])
+        for e in survivors[0].changes()
+        if e["kind"] == "closed"
+    }
+    assert finals <= delivered  # no final state missed
+    for worker in fleet.workers.values():
+        check_moves_forward(worker.changes(), journal)
     assert_all_expire(redis_url)
 
 
