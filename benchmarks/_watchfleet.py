@@ -118,9 +118,7 @@ async def _run(processes: int, intervals: int, redis: RedisServer) -> dict[str, 
         users = [r for r in server.requests if r.operation == "user"]
     delays: list[float] = []
     for address, tx in made:
-        got = {
-            w.worker: next(e["t"] for e in w.changes(address) if e["tx"] == tx) for w in workers
-        }
+        got = {w.worker: next(e["t"] for e in w.changes(address) if e["tx"] == tx) for w in workers}
         first = min(got.values())
         polled = [r for r in users if r.path.endswith(address) and r.time <= first]
         poller = polled[-1].headers["X-Worker"]
