@@ -270,8 +270,8 @@ class _Listener:
     stream grows. It runs while such a watch lives (it holds them weakly) and ends with the
     last one."""
 
-    def __init__(self, state: RedisWatchState) -> None:
-        self._state = state
+    def __init__(self, link: _Link) -> None:
+        self._link = link
         self._streams: dict[str, _Followed] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -312,11 +312,11 @@ class _Listener:
         while True:
             for gone in [key for key, followed in self._streams.items() if not followed.engines]:
                 del self._streams[gone]  # its watches were dropped without aclose()
-            if not self._streams or self._state.closed:
+            if not self._streams or self._link.closed:
                 return
             streams: dict[Any, Any] = {key: f.after for key, f in self._streams.items()}
             try:
-                client = await self._state.client()
+                client = await self._link.client()
                 async with asyncio.timeout(LISTEN_BLOCK_MS / 1000 + REDIS_TIMEOUT):
                     reply = await client.xread(streams, count=READ_COUNT, block=LISTEN_BLOCK_MS)
             except _FAILURES:
@@ -340,6 +340,75 @@ def _report(task: asyncio.Task[None]) -> None:
 #: Writes of a consumer's position started without awaiting (``handled_now``), kept
 #: referenced until they end.
 _BACKGROUND: set[asyncio.Task[Any]] = set()
+
+
+class _Link:
+    """A state's way to Redis: the clients (one per event loop), the scripts, each loop's
+    follower of the streams, and the bounds every call keeps."""
+
+    def __init__(self, url_or_redis_client: str | aredis.Redis, ttl: float) -> None:
+        self.loops = LoopRedis(
+            url_or_redis_client,
+            "RedisWatchState",
+            max_connections=MAX_CONNECTIONS,
+            connect_timeout=REDIS_TIMEOUT,
+        )
+        self.ttl_ms = round(ttl * 1000)
+        self.acquire = self.loops.script(ACQUIRE)
+        self.commit = self.loops.script(COMMIT)
+        self.start = self.loops.script(START)
+        self.read = self.loops.script(READ)
+        self.join = self.loops.script(JOIN)
+        self.release = self.loops.script(RELEASE)
+        self._listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.closed = False
+        self.shown = ""
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"{self.shown} is closed; create a new one")
+
+    async def client(self) -> aredis.Redis:
+        """The running event loop's Redis client."""
+        return await self.loops.client()
+
+    def listener(self) -> _Listener:
+        """The running event loop's follower of this state's streams."""
+        loop = asyncio.get_running_loop()
+        listener = self._listeners.get(loop)
+        if listener is None:
+            listener = self._listeners[loop] = _Listener(self)
+        return listener
+
+    async def call(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        """One script call, bounded by :data:`REDIS_TIMEOUT`; any failure is :class:`_Down`."""
+        self.check_open()
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT):
+                client = await self.loops.client()
+                return await script(keys=keys, args=args, client=client)
+        except _FAILURES as exc:
+            raise _Down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+
+    async def set_position(self, key: str, stream_id: str) -> None:
+        """Keep a consumer's position (the id of its last handled change)."""
+        self.check_open()
+        try:
+            async with asyncio.timeout(REDIS_TIMEOUT):
+                client = await self.loops.client()
+                await client.set(key, stream_id, px=self.ttl_ms)
+        except _FAILURES as exc:
+            raise _Down(f"{type(exc).__name__}: {exc}") from exc
+
+    async def drop_idle(self) -> None:
+        """Close the running loop's idle connections (they reconnect when next used): after
+        Redis failed, one opened before may be half dead, and fail again once Redis is back."""
+        with contextlib.suppress(*_FAILURES):
+            async with asyncio.timeout(REDIS_TIMEOUT):
+                client = await self.loops.client()
+                await client.connection_pool.disconnect(inuse_connections=False)
 
 
 class RedisWatchState(WatchState):
@@ -377,42 +446,19 @@ class RedisWatchState(WatchState):
         self.name: str = check_name(name)
         self.consumer: str = _check_consumer(consumer)
         self.ttl: float = _check_ttl(ttl)
-        self._loops = LoopRedis(
-            url_or_redis_client,
-            "RedisWatchState",
-            max_connections=MAX_CONNECTIONS,
-            connect_timeout=REDIS_TIMEOUT,
-        )
-        self.acquire = self._loops.script(ACQUIRE)
-        self.commit = self._loops.script(COMMIT)
-        self.start = self._loops.script(START)
-        self.read = self._loops.script(READ)
-        self.join = self._loops.script(JOIN)
-        self.release = self._loops.script(RELEASE)
-        self._listeners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Listener] = (
-            weakref.WeakKeyDictionary()
-        )
-        self._closed = False
+        self._link = _Link(url_or_redis_client, self.ttl)
+        self._link.shown = repr(self)
 
     def __repr__(self) -> str:
         return (
-            f"RedisWatchState({self._loops.address!r}, name={self.name!r}, "
+            f"RedisWatchState({self._link.loops.address!r}, name={self.name!r}, "
             f"consumer={self.consumer!r})"
         )
 
     @property
-    def closed(self) -> bool:
-        """True once :meth:`aclose` ran."""
-        return self._closed
-
-    async def client(self) -> aredis.Redis:
-        """The running event loop's Redis client."""
-        return await self._loops.client()
-
-    @property
     def owns_client(self) -> bool:
         """True when the state made its Redis client (from a URL) and closes it."""
-        return self._loops.owns
+        return self._link.loops.owns
 
     def engine(
         self,
@@ -422,12 +468,15 @@ class RedisWatchState(WatchState):
         initial: bool,
         telemetry: Telemetry | None,
     ) -> Engine:
-        """A fleet engine for a watch of ``source``."""
-        return FleetEngine(self, source, interval=interval, initial=initial, telemetry=telemetry)
+        """What runs a watch of ``source`` as one process of the fleet."""
+        return FleetEngine(
+            self, self._link, source, interval=interval, initial=initial, telemetry=telemetry
+        )
 
     def keys(self, identity: Mapping[str, Any]) -> list[str]:
-        """The keys of the watch named ``identity``: lease, state, stream, then this
-        consumer's position. They share one hash tag (one Redis Cluster slot)."""
+        """The keys of the watch named ``identity`` (a source's identity): its lease, state
+        and stream, then this consumer's position. They share one hash tag (one Redis
+        Cluster slot)."""
         canonical = orjson.dumps(dict(identity), option=orjson.OPT_SORT_KEYS)
         digest = hashlib.sha256(canonical).hexdigest()[:24]
         prefix = f"asyncapi_client:watch:{{{self.name}:{digest}}}"
@@ -446,55 +495,16 @@ class RedisWatchState(WatchState):
         """Not used: the fleet's engine keeps its place in Redis itself."""
         raise NotImplementedError("RedisWatchState runs its own engine; see engine()")
 
-    def listener(self) -> _Listener:
-        """The running event loop's follower of this state's streams."""
-        loop = asyncio.get_running_loop()
-        listener = self._listeners.get(loop)
-        if listener is None:
-            listener = self._listeners[loop] = _Listener(self)
-        return listener
-
-    async def call(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        """One script call, bounded by :data:`REDIS_TIMEOUT`; any failure is :class:`_Down`."""
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed; create a new one")
-        try:
-            async with asyncio.timeout(REDIS_TIMEOUT):
-                client = await self._loops.client()
-                return await script(keys=keys, args=args, client=client)
-        except _FAILURES as exc:
-            raise _Down(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-
-    async def set_position(self, key: str, stream_id: str) -> None:
-        """Keep a consumer's position (the id of its last handled change)."""
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed; create a new one")
-        try:
-            async with asyncio.timeout(REDIS_TIMEOUT):
-                client = await self._loops.client()
-                await client.set(key, stream_id, px=round(self.ttl * 1000))
-        except _FAILURES as exc:
-            raise _Down(f"{type(exc).__name__}: {exc}") from exc
-
-    async def drop_idle(self) -> None:
-        """Close the running loop's idle connections (they reconnect when next used): after
-        Redis failed, one opened before may be half dead, and fail again once Redis is back."""
-        with contextlib.suppress(*_FAILURES):
-            async with asyncio.timeout(REDIS_TIMEOUT):
-                client = await self._loops.client()
-                await client.connection_pool.disconnect(inuse_connections=False)
-
     async def aclose(self) -> None:
         """Close the connections the state made on this event loop (a borrowed client stays
         open); those it made on other loops close as those loops end."""
-        if self._closed:
+        if self._link.closed:
             return
-        self._closed = True
-        await self._loops.aclose()
+        self._link.closed = True
+        await self._link.loops.aclose()
 
     async def __aenter__(self) -> Self:
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed; create a new one")
+        self._link.check_open()
         return self
 
     async def __aexit__(
@@ -517,6 +527,7 @@ class FleetEngine(Engine):
     def __init__(
         self,
         state: RedisWatchState,
+        link: _Link,
         source: Source[Any],
         *,
         interval: float,
@@ -524,6 +535,7 @@ class FleetEngine(Engine):
         telemetry: Telemetry | None,
     ) -> None:
         self.state = state
+        self.link = link
         self.source = source
         self.interval = interval
         self.telemetry = telemetry
@@ -534,7 +546,7 @@ class FleetEngine(Engine):
         self.failures = 0
         self.queue: list[tuple[str | None, dict[str, Any]]] = []
         self._token = secrets.token_hex(12)
-        self._ttl_ms = round(state.ttl * 1000)
+        self._ttl_ms = link.ttl_ms
         self._initial = initial
         self._started = False
         self._closed = False
@@ -589,7 +601,7 @@ class FleetEngine(Engine):
         if stream_id is None or self._alone:
             return
         try:
-            await self.state.set_position(self.consumer_key, stream_id)
+            await self.link.set_position(self.consumer_key, stream_id)
         except _Down as exc:
             self._leave(f"Redis is unreachable ({exc})")
 
@@ -612,16 +624,16 @@ class FleetEngine(Engine):
             return
         self._closed = True
         with contextlib.suppress(RuntimeError):  # no running loop: nothing was followed
-            self.state.listener().unfollow(self.stream_key, self)
+            self.link.listener().unfollow(self.stream_key, self)
         if self._started and not self._alone:
             with contextlib.suppress(_Down, RuntimeError):
                 # the lease given up: another process takes over at its next look, not when
                 # the lease would have run out
-                await self.state.call(self.state.release, [self.lease_key], [self._token])
+                await self.link.call(self.link.release, [self.lease_key], [self._token])
 
     async def _keep_quietly(self, stream_id: str) -> None:
         with contextlib.suppress(_Down, RuntimeError):
-            await self.state.set_position(self.consumer_key, stream_id)
+            await self.link.set_position(self.consumer_key, stream_id)
 
     # --- starting ---------------------------------------------------------------------------
 
@@ -629,8 +641,8 @@ class FleetEngine(Engine):
         self._started = True
         self._due = asyncio.get_running_loop().time()
         try:
-            reply = await self.state.call(
-                self.state.start, [self.stream_key, self.consumer_key], [self._ttl_ms]
+            reply = await self.link.call(
+                self.link.start, [self.stream_key, self.consumer_key], [self._ttl_ms]
             )
         except _Down as exc:
             self._leave(f"Redis is unreachable ({exc})")
@@ -660,7 +672,7 @@ class FleetEngine(Engine):
             self._due = loop.time() + self.interval
         if loop.time() >= self._due:
             await self._turn()
-        listener = self.state.listener()
+        listener = self.link.listener()
         generation = listener.generation(self.stream_key)
         if self._news(generation, loop.time()):
             now = loop.time()
@@ -683,11 +695,11 @@ class FleetEngine(Engine):
 
     async def _turn(self) -> None:
         """Ask for the lease; holding it, poll and write what the poll saw."""
-        state, loop = self.state, asyncio.get_running_loop()
+        link, loop = self.link, asyncio.get_running_loop()
         lease_ms = math.ceil(LEASE_INTERVALS * self._hint * 1000)
         held = self._at or ("", "")
-        reply = await state.call(
-            state.acquire, [self.lease_key, self.state_key], [self._token, lease_ms, *held]
+        reply = await link.call(
+            link.acquire, [self.lease_key, self.state_key], [self._token, lease_ms, *held]
         )
         now = loop.time()
         if not int(reply[0]):
@@ -731,7 +743,7 @@ class FleetEngine(Engine):
 
     async def _write(self, start: tuple[str, str] | None, records: list[dict[str, Any]]) -> None:
         """The poll's changes and the new position, in one step while the lease is ours."""
-        state = self.state
+        link = self.link
         self._at = None  # until Redis says the write happened
         version, epoch = start or ("", "")
         lease_ms = math.ceil(LEASE_INTERVALS * self._hint * 1000)
@@ -746,8 +758,8 @@ class FleetEngine(Engine):
             orjson.dumps(self.source.dump()),
         ]
         args += [orjson.dumps(record) for record in records]
-        reply = await state.call(
-            state.commit, [self.lease_key, self.state_key, self.stream_key], args
+        reply = await link.call(
+            link.commit, [self.lease_key, self.state_key, self.stream_key], args
         )
         if int(reply[0]):
             self._at = (_text(reply[1]), _text(reply[2]))
@@ -755,8 +767,8 @@ class FleetEngine(Engine):
 
     async def _read(self) -> bool:
         """Queue the changes after the last one read; True when read to the stream's end."""
-        reply = await self.state.call(
-            self.state.read,
+        reply = await self.link.call(
+            self.link.read,
             [self.stream_key, self.state_key, self.consumer_key],
             [
                 self._read_id,
@@ -811,7 +823,7 @@ class FleetEngine(Engine):
         rejoin), else poll when due."""
         loop = asyncio.get_running_loop()
         if not self._placed:
-            await self.state.drop_idle()  # opened before the failure: they may be stale
+            await self.link.drop_idle()  # opened before the failure: they may be stale
             await self._place()
             return
         joined = await self._probe(max(MIN_PROBE, min(REDIS_TIMEOUT, self._due - loop.time())))
@@ -849,8 +861,8 @@ class FleetEngine(Engine):
         """Whether Redis answers (within ``seconds``): what a rejoin needs, else None."""
         try:
             async with asyncio.timeout(seconds):
-                reply: list[Any] = await self.state.call(
-                    self.state.join,
+                reply: list[Any] = await self.link.call(
+                    self.link.join,
                     [self.stream_key, self.state_key, self.consumer_key],
                     [*self._fallback_of, self._ttl_ms],
                 )

@@ -60,6 +60,22 @@ async def _started(redis_url: str, processes: int) -> None:
     raise RuntimeError(f"{processes} workers did not start within {START_TIMEOUT:g}s")
 
 
+#: A process that only sleeps 5 ms at a time and measures how late it wakes: what the
+#: machine's scheduler alone adds to any delivery during the run (the noise floor).
+_LAG_PROBE: Final = """
+import json, sys, time
+end = time.monotonic() + float(sys.argv[1])
+lags = []
+while time.monotonic() < end:
+    before = time.monotonic()
+    time.sleep(0.005)
+    lags.append((time.monotonic() - before - 0.005) * 1000)
+lags.sort()
+print(json.dumps({"n": len(lags), "p50": lags[len(lags) // 2], "p99": lags[int(len(lags) * 0.99)],
+                  "max": lags[-1]}))
+"""
+
+
 def _cpu(pid: int) -> float:
     """CPU seconds (user and system) process ``pid`` has used so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -99,6 +115,13 @@ async def _run(processes: int, intervals: int, redis: RedisServer) -> dict[str, 
             await _started(redis.url, processes)
             await asyncio.sleep(2 * INTERVAL)  # every watch past its first polls
             cpu = [_cpu(w.proc.pid) for w in workers]
+            probe = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                _LAG_PROBE,
+                str(intervals * INTERVAL),
+                stdout=asyncio.subprocess.PIPE,
+            )
             start = time.monotonic()
             made: list[tuple[str, str]] = []
             for i in range(intervals):
@@ -110,6 +133,7 @@ async def _run(processes: int, intervals: int, redis: RedisServer) -> dict[str, 
                 await asyncio.sleep(INTERVAL)  # the run's clock: one interval per step
             stop = time.monotonic()
             cpu = [_cpu(w.proc.pid) - before for w, before in zip(workers, cpu, strict=True)]
+            lag = orjson.loads((await probe.communicate())[0])
             wanted = [(address, tx, "OPEN") for address, tx in made]
             await asyncio.gather(*(w.wait_for_states(wanted) for w in workers))
         finally:
@@ -137,6 +161,7 @@ async def _run(processes: int, intervals: int, redis: RedisServer) -> dict[str, 
             "p99": _percentile(delays, 0.99),
             "max": max(delays, default=float("nan")),
         },
+        "scheduler_lag_ms": lag,
         "exit_codes": codes,
     }
 
@@ -174,6 +199,7 @@ def main() -> None:
         "lease changes",
         "CPU per worker (share of a core)",
         "stream delay over the poller's own (ms): p50 / p99 / max (n)",
+        "a sleeping process's lag (ms): p50 / p99",
     ]
     rows = [
         [
@@ -186,6 +212,7 @@ def main() -> None:
             if not run["delay_ms"]["n"]
             else f"{run['delay_ms']['p50']:.1f} / {run['delay_ms']['p99']:.1f} / "
             f"{run['delay_ms']['max']:.1f} ({run['delay_ms']['n']})",
+            f"{run['scheduler_lag_ms']['p50']:.1f} / {run['scheduler_lag_ms']['p99']:.1f}",
         ]
         for run in runs
     ]
@@ -194,7 +221,9 @@ def main() -> None:
         "addresses": ADDRESSES,
         "interval": INTERVAL,
         "changes_per_interval": CHANGES,
-        "runs": runs,
+        # by the number of processes, and each against one process alone
+        "fleets": {str(run["processes"]): run for run in runs},
+        "vs_alone": {str(run["processes"]): run["requests_per_interval"] / alone for run in runs},
         "meta": {
             "date": time.strftime("%Y-%m-%d %H:%M:%S"),
             "loadavg_before": load,
