@@ -550,7 +550,7 @@ class FleetEngine(Engine):
         self._initial = initial
         self._started = False
         self._closed = False
-        #: The stream id of the last change read (queued), and of the last one handled.
+        #: The stream id of the last change read (queued).
         self._read_id = "0-0"
         #: The fleet's epoch this process knows (None: none yet).
         self._epoch: str | None = None

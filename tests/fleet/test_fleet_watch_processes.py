@@ -178,6 +178,20 @@ FINAL = frozenset({"FILLED", "CANCELLED", "EXPIRED"})
 RANK = {"OPEN": 0, "PARTIALLY_FILLED": 1, "FILLED": 2, "CANCELLED": 2, "EXPIRED": 2}
 
 
+def seen(worker: WatchWorker) -> set[tuple[str, str, str, str]]:
+    """The states a worker received: (address, transaction id, status, filled size)."""
+    return {(e["address"], e["tx"], e["status"], e["filled"]) for e in worker.changes()}
+
+
+async def until_seen(
+    worker: WatchWorker,
+    wanted: set[tuple[str, str, str, str]],
+    before: frozenset[tuple[str, str, str, str]] = frozenset(),
+) -> None:
+    """Until ``worker`` (with what its consumer got ``before`` a restart) got ``wanted``."""
+    await worker.wait_for(lambda _: wanted <= before | seen(worker), "every change")
+
+
 def keys_of(events: list[dict[str, Any]], address: str) -> list[str]:
     return [e["key"] for e in events if e["address"] == address]
 
@@ -227,11 +241,15 @@ async def test_the_poller_killed_is_replaced_and_a_consumer_started_again_goes_o
         for c in journal
         if c.after["status"] in FINAL
     }
-    wanted = {(a, tx, s) for a, tx, s, _ in finals}
-    had = {(e["address"], e["tx"], e["status"]) for e in killed.changes()}
+    # every order's state now: the last change of each, which every consumer gets in the end
+    now = {o["transactionId"]: o for a in addresses for o in exchange.orders[a]}
+    latest = {
+        (str(c.address), c.key, now[c.key]["status"], now[c.key]["filledSize"]) for c in journal
+    }
+    before_kill = frozenset(seen(killed))
     await asyncio.gather(
-        *(w.wait_for_states(wanted) for w in fleet.live() if w is not again),
-        again.wait_for_states(wanted - had),  # the rest, after its last handled change
+        *(until_seen(w, latest) for w in fleet.live() if w is not again),
+        until_seen(again, latest, before_kill),  # the rest, after its last handled change
     )
 
     taken_over = [
