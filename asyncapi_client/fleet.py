@@ -515,3 +515,6 @@ class RedisLimiter:
 from ._rediscache import RedisCache  # noqa: E402  (its own module; re-exported here)
 
 __all__ += ["RedisCache"]
+from ._fleetwatch import RedisWatchState  # noqa: E402  (its own module; re-exported here)
+
+__all__ += ["RedisWatchState"]

@@ -295,6 +295,21 @@ FIGURES: dict[str, Figure] = {
     "limiter.redis.ratio": _limiter_ratio("redis", "local", "cpu_us"),
     "limiter.redis.ask.added": _limiter_ratio("redis", "local", "ask_cpu_us", added=True),
     "export.mb": _value("export", "memory.growth_mb", "{:.0f}"),
+    "watchfleet.date": _date("watchfleet"),
+    **{
+        f"watchfleet.{name}.{p}": _value("watchfleet", path.format(p), template)
+        for p in ("1", "4", "16")
+        for name, path, template in (
+            ("rpi", "fleets.{}.requests_per_interval", "{:.1f}"),
+            ("vs", "vs_alone.{}", "{:.2f}"),
+            ("lag", "fleets.{}.scheduler_lag_ms.p99", "{:.1f}"),
+        )
+    },
+    **{
+        f"watchfleet.{name}.{p}": _value("watchfleet", f"fleets.{p}.delay_ms.{name}", "{:.1f}")
+        for p in ("4", "16")
+        for name in ("p50", "p99")
+    },
 }
 
 
