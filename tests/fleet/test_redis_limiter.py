@@ -756,10 +756,10 @@ async def test_a_hung_redis_fails_the_attempt_within_its_timeout(own_redis: Redi
     assert not other_tasks()
 
 
-def test_the_fleet_module_exports_the_limiter_only() -> None:
+def test_the_fleet_module_exports_the_fleet_classes_only() -> None:
     import asyncapi_client.fleet
 
-    assert asyncapi_client.fleet.__all__ == ["RedisLimiter", "RedisCache"]
+    assert asyncapi_client.fleet.__all__ == ["RedisLimiter", "RedisCache", "RedisWatchState"]
 
 
 # --- the calls of one process waiting in a hold share the limiter's questions ------------------
