@@ -419,6 +419,13 @@ class OrderSource(Source[OrderChange]):
         for order in fresh:  # new to us, oldest first
             seen = order if opened is None else opened.get(order.transaction_id, order)
             changes.append(self._first_seen(seen))
+        if any(
+            tx not in (opened or ()) for tx in self.known.keys() & {o.transaction_id for o in fresh}
+        ):
+            # An open order the profile we hold does not list (made between the two
+            # requests): that profile's ETag no longer stands for what we know, so the next
+            # poll reads the profile whole (it may come back as it was once the order closes).
+            self.fetch.etags.pop("profile", None)
         if opened is not None:
             changes += await self._compare(opened, {o.transaction_id for o in fresh})
         return changes

@@ -225,3 +225,26 @@ async def test_wait_for_order_returns_it_once_filled(
         with pytest.raises(NotFoundError):
             await client.wait_for_order(address, "0xnone", interval=INTERVAL)
     assert filled.status.value == "FILLED"
+
+
+async def test_an_order_made_between_a_polls_two_requests_and_closed_is_not_missed(
+    server: FakeServer, exchange: FakeExchange
+) -> None:
+    """The profile is read, then the order is made (the page shows it open), then it closes:
+    the profile is back as it was (same ETag, a 304) and must not hide the closure."""
+    address = user(exchange)
+    async with Client(base_url=server.base_url) as client:
+        watch = client.watch_orders(address, interval=INTERVAL)
+        first = asyncio.ensure_future(next_change(watch))
+        await server.wait_until(lambda: len(server.requests) >= 2)  # the baseline
+        with server.gate("orders") as gate:
+            await gate.arrived(1)  # a poll read the profile and waits for its page
+            order = add_order(exchange, address, "0xbetween")
+            gate.release()
+        new = await first
+        order["status"], order["filledSize"] = "FILLED", order["size"]
+        sync_profiles(exchange)
+        closed = await next_change(watch)
+        await watch.aclose()
+    assert (new.kind, new.order.transaction_id) == ("new", "0xbetween")
+    assert (closed.kind, closed.order.transaction_id) == ("closed", "0xbetween")
