@@ -30,7 +30,6 @@ from asyncapi_client import (
 from asyncapi_client import _cache as cache_module
 from asyncapi_client._cache import _TOKEN as _is_token
 from asyncapi_client._cache import freshness, may_serve_stale, validators, vary_names
-from asyncapi_client._http import CALLER_MIDDLEWARES
 from asyncapi_client.testing import FakeExchange, FakeServer, RecordedRequest, Reply
 from tests._checks import settled
 
@@ -680,11 +679,6 @@ def test_validators_are_used_only_when_well_formed(
     assert validators(headers) == expected
 
 
-@pytest.mark.skipif(
-    not CALLER_MIDDLEWARES,
-    reason="the validators go by a middleware a caller's session gets per request only with "
-    "session._middlewares read (no public twin)",
-)
 async def test_a_callers_session_sends_the_validators_too(server: FakeServer, clock: Clock) -> None:
     server.script("tokens", validating({"ETag": ETAG}), repeat=True)
     async with (
