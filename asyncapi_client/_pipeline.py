@@ -94,7 +94,7 @@ class Pipeline:
     ) -> None:
         #: Makes the attempts (the only part that speaks HTTP).
         self._sender = sender
-        self._gate = LimiterStage(limiter, sender.attempt_timeout)
+        self._gate = LimiterStage(limiter, sender.attempt_timeout, telemetry)
         self._telemetry = telemetry
         self.retry = retry
         #: The policy of testing mode (``Client.set_testing``), read at decision time;
@@ -251,8 +251,9 @@ class Pipeline:
         while True:
             call.tries += 1
             try:
+                sent = call.started  # when the attempt was let go: the limiter's, if asked
                 if gate.needed(call):  # the idle default limiter is not asked at first
-                    await gate.admit(call, (self.testing or self.retry).retry_after_cap)
+                    sent = await gate.admit(call, (self.testing or self.retry).retry_after_cap)
                 if not take_slot(slots):
                     await slots.acquire()
                 try:
@@ -260,8 +261,14 @@ class Pipeline:
                         raise mark_final(_closed_during(call.request))
                     call.attempts += 1
                     reply = await self._sender.send(call.request, call.attempts, call.conditional)
+                except BaseException as exc:
+                    if gate.learns:  # an error answer's rate-limit headers, or none
+                        gate.failed(call, exc, sent)
+                    raise
                 finally:
                     give_slot(slots)
+                if gate.learns:  # the answer's rate-limit headers, for the limiter
+                    gate.read(call, reply.headers, sent)
                 return _decoded(call, reply)
             except ApiError as exc:
                 failed = _chained(call, exc)

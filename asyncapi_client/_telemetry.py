@@ -8,24 +8,28 @@ One span per operation call (each page of a walk is one), kind CLIENT, named
 ``asyncapi_client.<operation>``; an event ``retry`` per retry; the histogram
 ``asyncapi_client.operation.duration`` (seconds) and the counter ``asyncapi_client.retries``.
 A watch's poll is a span ``asyncapi_client.watch.poll`` (its requests' spans inside it), and
-the changes it saw add to the counter ``asyncapi_client.watch.changes``.
+the changes it saw add to the counter ``asyncapi_client.watch.changes``. What the server's
+rate-limit headers last said is shown by the gauges ``asyncapi_client.ratelimit.remaining``
+and ``asyncapi_client.ratelimit.limit`` (per network; read when the metrics are collected).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
 
 from yarl import URL
 
 from ._errors import ApiError, StatusError
+from ._network import Network
 from ._request import Outcome, Request
 from ._retry import RetryEvent
 
 try:
     from opentelemetry import metrics, trace
+    from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     raise ImportError(
@@ -67,6 +71,33 @@ class Telemetry:
             description="Changes the watches saw",
         )
         self._hosts: dict[str, str] = {}
+        #: Per network, the remaining and the limit the last answer's headers said.
+        self._remaining: dict[Network, int] = {}
+        self._limit: dict[Network, int] = {}
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.remaining",
+            callbacks=[self._observe_remaining],
+            unit="{request}",
+            description="Requests the server's rate-limit headers last said remain",
+        )
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.limit",
+            callbacks=[self._observe_limit],
+            unit="{request}",
+            description="The limit per window the server's rate-limit headers last said",
+        )
+
+    def quota(self, network: Network, remaining: int, limit: int | None) -> None:
+        """What an answer's rate-limit headers said, for the gauges."""
+        self._remaining[network] = remaining
+        if limit is not None:
+            self._limit[network] = limit
+
+    def _observe_remaining(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {NETWORK: k.value}) for k, n in list(self._remaining.items())]
+
+    def _observe_limit(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {NETWORK: k.value}) for k, n in list(self._limit.items())]
 
     @contextlib.contextmanager
     def poll(self, watch: str) -> Iterator[Callable[[int], None]]:
