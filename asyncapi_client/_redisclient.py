@@ -14,6 +14,7 @@ hands each loop a client of its own.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import weakref
 from collections.abc import AsyncGenerator
@@ -180,6 +181,22 @@ class _Bound:
             pass
 
 
+#: Every LoopRedis of the process, so that a forked child can renew their locks.
+_every: weakref.WeakSet[LoopRedis] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A fork may land while another thread holds a LoopRedis's lock; no thread of the
+    child will release it: each gets a new one (the parent's loops stay in the map, never
+    used here)."""
+    for loops in list(_every):
+        loops._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; elsewhere there is no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class LoopRedis:
     """A ``redis.asyncio.Redis`` for each event loop that asks, made alike.
 
@@ -224,6 +241,7 @@ class LoopRedis:
         self._first_loop = None if running is None else weakref.ref(running)
         self._lock = threading.Lock()
         self._bound: dict[asyncio.AbstractEventLoop, _Bound] = {}
+        _every.add(self)
 
     def script(self, text: str) -> AsyncScript:
         """A Lua script to call with ``client=`` the loop's client (:meth:`client`)."""
@@ -232,6 +250,11 @@ class LoopRedis:
     def current(self) -> aredis.Redis:
         """The running loop's client (made now if it has none)."""
         return self._bind(asyncio.get_running_loop()).client
+
+    def ready(self) -> aredis.Redis | None:
+        """The running loop's client if :meth:`client` made it ready already (no await)."""
+        bound = self._bound.get(asyncio.get_running_loop())
+        return None if bound is None or bound.keeper is None else bound.client
 
     async def client(self) -> aredis.Redis:
         """The running loop's client; the first call on a loop arranges for its closing when

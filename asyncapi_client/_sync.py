@@ -390,20 +390,29 @@ class _SyncStream(Generic[T]):
         self._task: asyncio.Task[Any] | None = None
         self._closing = False
 
-    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
-        """Run a step of the walk on its loop (not in a process forked after it began)."""
+    def _check_process(self) -> None:
+        """Refuse a walk begun in the parent of this forked process (before its lock: a
+        thread of the parent may have held that at the fork)."""
         if self._pid != _pid:
-            coro.close()
             raise RuntimeError(
                 "this walk began before the process was forked: its requests belong to the "
                 "parent; begin a new walk here (resume= its checkpoint to go on from there)"
             )
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        """Run a step of the walk on its loop."""
+        try:
+            self._check_process()
+        except RuntimeError:
+            coro.close()
+            raise
         return self._runner.run(coro)
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> T:
+        self._check_process()
         with self._lock:
             if self._closing:
                 raise StopIteration
@@ -483,6 +492,8 @@ class SyncWalk(_SyncStream[T]):
     @property
     def checkpoint(self) -> Checkpoint:
         """The position just after the last item handed out (before the first: the start)."""
+        if self._pid != _pid:  # a walk of the parent: nothing of it runs in this process
+            return self._walk.checkpoint
         if self._lock.acquire(blocking=False):
             try:
                 return self._walk.checkpoint
@@ -546,6 +557,7 @@ class SyncWalk(_SyncStream[T]):
             rows: rows in each batch.
             decimal_scale: digits after the point in the decimal columns (0 to 38).
         """
+        self._check_process()
         if self._closing:
             raise RuntimeError("record_batches(): the walk is closed")
         batches = self._walk.record_batches(rows=rows, decimal_scale=decimal_scale)
@@ -554,6 +566,7 @@ class SyncWalk(_SyncStream[T]):
     def _pull(self, batches: AsyncIterator[Any]) -> Generator[Any, None, None]:
         try:
             while True:
+                self._check_process()
                 with self._lock:
                     if self._closing:
                         return
@@ -570,6 +583,7 @@ class SyncWalk(_SyncStream[T]):
     def _whole(
         self, export: Callable[..., Coroutine[Any, Any, R]], name: str, *args: Any, **kwargs: Any
     ) -> R:
+        self._check_process()
         with self._lock:
             if self._closing:
                 raise RuntimeError(f"{name}(): the walk is closed")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Self
@@ -61,6 +62,9 @@ CALL_TIMEOUT: Final = 5.0
 #: much later at most.
 HOLD_SEEN: Final = 0.1
 _FAILURES: Final = (RedisError, OSError)
+#: What :meth:`RedisLimiter.held` answers (s) to a task whose reservation Redis lost: a
+#: moment's hold, so the caller asks for a slot again.
+LOST: Final = 1e-6
 
 # The clock: the server's TIME in microseconds, or ARGV[n] when a test drives it.
 _NOW = """
@@ -73,10 +77,18 @@ local function int(x) return string.format('%.0f', x) end
 """
 
 #: KEYS: hold, the hold's Retry-After, last, then one list per rate (start times in µs,
-#: newest first, at most count). ARGV: weight, expiry margin (ms), now ('' for TIME), the
-#: jitter margin (µs), the pacing (µs per slot), then count and window (µs) per rate.
-#: Returns {µs until the reservation, µs the hold still runs, 1 if reserved, Retry-After}.
-#: Inside a hold nothing is reserved: the caller asks again when it ends.
+#: newest first, at most count), then the epoch. ARGV: weight, expiry margin (ms), now (''
+#: for TIME), the jitter margin (µs), the pacing (µs per slot), then count and window (µs)
+#: per rate, then the epoch the caller's own recent reservations were made in ('' for
+#: none). Returns {µs until the reservation, µs the hold still runs, 1 if reserved,
+#: Retry-After, the epoch}. Inside a hold nothing is reserved: the caller asks again when
+#: it ends.
+#:
+#: The epoch is Redis's memory of the fleet's starts: when it was born (µs), at the first
+#: reservation after the keys were lost (a restart, empty) or had expired; it expires with
+#: the lists. A caller whose recent reservations were made in another epoch shows that
+#: Redis lost them, and the starts of the window before with them: nothing starts before
+#: the widest window has passed since the new epoch was born (``last`` keeps that point).
 ACQUIRE: Final = (
     _NOW
     + """
@@ -87,12 +99,23 @@ local margin = tonumber(ARGV[4])
 local hold = redis.call('GET', KEYS[1])
 if hold and tonumber(hold) > now then
   local held = tonumber(hold) - now
-  return {held, held, 0, redis.call('GET', KEYS[2]) or ''}
+  return {held, held, 0, redis.call('GET', KEYS[2]) or '', ''}
+end
+local rates = #KEYS - 4
+local widest = 0
+for i = 1, rates do
+  local window = tonumber(ARGV[5 + 2 * i]) + margin
+  if window > widest then widest = window end
 end
 local start = now
+local epoch = redis.call('GET', KEYS[#KEYS]) or int(now)
+local known = ARGV[#ARGV]
+if known ~= '' and known ~= epoch then
+  local resume = tonumber(epoch) + widest
+  if resume > start then start = resume end
+end
 local last = redis.call('GET', KEYS[3])
 if last and tonumber(last) > start then start = tonumber(last) end
-local rates = #KEYS - 3
 for i = 1, rates do
   local room = tonumber(ARGV[4 + 2 * i]) - weight
   if redis.call('LLEN', KEYS[3 + i]) > room then
@@ -111,7 +134,11 @@ for i = 1, rates do
   redis.call('LTRIM', key, 0, tonumber(ARGV[4 + 2 * i]) - 1)
   redis.call('PEXPIRE', key, math.ceil((ahead + window) / 1000) + expiry)
 end
-return {ahead, 0, 1, ''}
+local lasts = math.ceil((ahead + widest) / 1000) + expiry
+if redis.call('PTTL', KEYS[#KEYS]) < lasts then  -- never shortened by a narrower member
+  redis.call('SET', KEYS[#KEYS], epoch, 'PX', lasts)
+end
+return {ahead, 0, 1, '', epoch}
 """
 )
 
@@ -139,14 +166,15 @@ return 0
 """
 )
 
-#: KEYS: hold. ARGV: now. Returns the µs the hold still runs.
+#: KEYS: hold, the epoch. ARGV: now. Returns {the µs the hold still runs, the epoch}.
 HELD: Final = (
     _NOW
     + """
 local now = clock(ARGV[1])
+local epoch = redis.call('GET', KEYS[2]) or ''
 local hold = redis.call('GET', KEYS[1])
-if hold and tonumber(hold) > now then return tonumber(hold) - now end
-return 0
+if hold and tonumber(hold) > now then return {tonumber(hold) - now, epoch} end
+return {0, epoch}
 """
 )
 
@@ -224,6 +252,15 @@ class RedisLimiter:
         self._asking: dict[tuple[Network, asyncio.AbstractEventLoop], asyncio.Future[None]] = {}
         #: How many times clear_hold() ran: an answer asked for before one is not remembered.
         self._cleared = 0
+        #: Per network, the epoch of this limiter's latest reservation, and until when
+        #: (``time.monotonic()``) Redis keeps it unless it loses its data.
+        self._known: dict[Network, tuple[bytes, float]] = {}
+        #: The widest window and the margin (s): how long a start counts.
+        self._widest = max(rate.seconds for rate in self.rates) + self.margin
+        #: Per task waiting for its reservation: the network and epoch it was made in.
+        self._granted: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Network, bytes]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def __repr__(self) -> str:
         margin = "" if self.margin == DEFAULT_MARGIN else f", margin={self.margin!r}"
@@ -244,7 +281,8 @@ class RedisLimiter:
 
     def keys(self, network: Network | NetworkName) -> list[str]:
         """The keys this limiter writes for ``network``: the hold, the Retry-After of the 429
-        that placed it, the last start's pacing point, one per rate.
+        that placed it, the last start's pacing point, one per rate, the epoch (which
+        memory of Redis the reservations were made in).
 
         All share one hash tag, ``{name:network}``, so they live in one Redis Cluster slot.
         """
@@ -256,6 +294,7 @@ class RedisLimiter:
             prefix = f"asyncapi_client:{{{self.name}:{network.value}}}"
             keys = [f"{prefix}:hold", f"{prefix}:hold:retry_after", f"{prefix}:last"]
             keys += [f"{prefix}:rate:{count}:{window}" for count, window in self._windows()]
+            keys.append(f"{prefix}:epoch")
             self._keys[network] = keys
         return keys
 
@@ -284,7 +323,8 @@ class RedisLimiter:
         scope = asyncio.timeout(CALL_TIMEOUT)
         try:
             async with scope:
-                reply = await script(keys=keys, args=args, client=await self._loops.client())
+                client = self._loops.ready() or await self._loops.client()
+                reply = await script(keys=keys, args=args, client=client)
         except TimeoutError as exc:
             if not scope.expired():
                 raise self._failure(exc, network) from exc
@@ -310,16 +350,31 @@ class RedisLimiter:
 
         ``now`` (µs) replaces the server's clock; only tests pass it.
         """
+        known = self._known.get(network)
         args = (
             weight,
             EXPIRY_MARGIN_MS,
             "" if now is None else now,
             *self._margin_args,
             *self._rate_args,
+            known[0] if known is not None and time.monotonic() < known[1] else "",
         )
         reply = await self._call(self._acquire, self._keys_of(network), args, network)
+        ahead, reserved, epoch = int(reply[0]), bool(reply[2]), reply[4]
+        if reserved:
+            # Redis keeps this epoch at least this long: missing or another before then,
+            # it lost this reservation (with the window's others)
+            until = time.monotonic() + ahead / 1e6 + self._widest
+            latest = self._known.get(network)
+            if latest is not None and latest[0] == epoch:
+                until = max(until, latest[1])  # an earlier reservation may start later
+            self._known[network] = (epoch, until)
+            if ahead > 0:  # the caller sleeps, then asks held() before it sends
+                task = asyncio.current_task()
+                if task is not None:
+                    self._granted[task] = (network, epoch)
         why = reply[3].decode("utf-8", "replace") if isinstance(reply[3], bytes) else reply[3]
-        return int(reply[0]), int(reply[1]), bool(reply[2]), shown_retry_after(why)
+        return ahead, int(reply[1]), reserved, shown_retry_after(why)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
         """Reserve the slots one request of ``operation`` takes on ``network``, fleet-wide.
@@ -368,14 +423,28 @@ class RedisLimiter:
 
     async def held(self, network: Network) -> float:
         """Seconds the 429 hold on ``network`` still runs (0.0: none), on the server's clock
-        (as told less than :data:`HOLD_SEEN` s ago, or asked now)."""
+        (as told less than :data:`HOLD_SEEN` s ago, or asked now).
+
+        Asked by the task that waited for a reservation, just before it sends: :data:`LOST`
+        when Redis lost that reservation meanwhile (restarted empty), so that the task asks
+        for a slot again rather than start one Redis does not count."""
+        task = asyncio.current_task()
+        granted = None if task is None else self._granted.get(task)
         now = time.monotonic()
         seen = self._seen_hold(network, now)
         if seen is not None:
             return seen[2] - now
-        left = int(await self._call(self._held, self._keys_of(network)[:1], ("",), network)) / 1e6
+        keys = self._keys_of(network)
+        left_us, epoch = await self._call(self._held, (keys[0], keys[-1]), ("",), network)
+        if task is not None:
+            self._granted.pop(task, None)  # asked once, before the slot is used
+        left = int(left_us) / 1e6
         if left <= 0:
             self._seen.pop(network, None)
+            if granted is not None and granted != (network, epoch):
+                # Redis lost the reservation this task waited for (a restart, empty): its
+                # slot is not counted there, so it is not used: the caller asks again
+                return LOST
         return left
 
     def _seen_hold(

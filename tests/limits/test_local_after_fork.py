@@ -27,6 +27,7 @@ def test_a_limiter_busy_at_the_fork_answers_in_the_child() -> None:
     # ever let go of it
     with limiter._lock:
         outcome = in_forked_child(ask)
-    assert outcome == {"wait": 0.0, "reserved": True}
+    assert outcome["reserved"] is True
+    assert 0.0 <= outcome["wait"] <= limiter.margin  # at most the pacing after the first
     # the parent's is untouched
     assert asyncio.run(limiter.acquire("pool", Network.MAINNET)).reserved

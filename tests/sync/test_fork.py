@@ -208,7 +208,8 @@ def test_a_walk_begun_before_the_fork_is_refused_in_the_child_and_resumes_there(
             client.close()
             return {"error": error, "tail": tail}
 
-        outcome = in_forked_child(walk_child)
+        with walk._lock:  # as if a thread of the parent were taking a step at the fork
+            outcome = in_forked_child(walk_child)
         assert "began before the process was forked" in outcome["error"]
         assert first + outcome["tail"] == every
         # the parent's walk goes on where it stood
