@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ._errors import ApiError, LimiterError, RateLimitError, RequestTimeoutError, StatusError
-from ._learning import Advertised, read_limits
+from ._learning import LOOKAHEAD, Advertised, read_limits
 from ._limiters import HOLD_RECHECK, PROBE_RECHECK, Admission, Limiter, LocalLimiter
 from ._network import Network
 from ._request import Call
@@ -171,7 +171,10 @@ class LimiterStage:
             wait = admission.wait
             _refuse_past(call, admission, cap, loop.time(), self._max_wait)
             if admission.learning:  # ``wait``: the soonest a slot may open
-                await self._await_answer(request.network)
+                if wait > LOOKAHEAD:  # ask again when it is close enough to be reserved
+                    await asyncio.sleep(min(wait - LOOKAHEAD, HOLD_RECHECK))
+                else:  # an answer may open it: ask again when one is read
+                    await self._await_answer(request.network)
                 continue
             if wait <= 0:
                 return let_go

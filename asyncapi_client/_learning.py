@@ -30,6 +30,9 @@ import attrs
 from multidict import istr
 
 __all__ = [
+    "APART",
+    "LOOKAHEAD",
+    "MAX_GRANTS",
     "MAX_RESET",
     "MIN_SPAN",
     "PROBE_LEASE",
@@ -53,12 +56,15 @@ PROBE_LEASE: Final = 10.0
 #: Two answers whose resets are closer than this (s) speak of the same window: the headers
 #: count whole seconds. The earlier of the two is kept (a reset rounded up is never early).
 SAME_RESET: Final = 1.0
+#: A learning limiter reserves at most this far ahead (s) while another reservation is still
+#: to start: the answers that come meanwhile may change the schedule (a raised limit).
+LOOKAHEAD: Final = 0.5
 #: The window after the current one is reserved in only when it surely lasts this long (s)
 #: past the current one's latest reset; else its first request learns it alone.
 MIN_SPAN: Final = 0.1
 #: Two reservations of a learning limiter are at least this far apart (s), so that each
 #: answer's request is told from the others by its start.
-_APART: Final = 1e-6
+APART: Final = 1e-6
 #: At most this many characters of a header value are read (a longer one is ignored).
 _MAX_VALUE: Final = 4096
 #: The most reservations a learning limiter remembers per network, to count those made
@@ -343,23 +349,29 @@ class Learned:
     and none starts from then until it surely has. Nothing is reserved further ahead: those
     requests wait for an answer from a later window. ``heard``: an answer was read;
     ``probe``: until when the answer of the first request (which left at ``probe_at``)
-    is awaited.
+    is awaited. ``rated``: the limiter has rates of its own, which bound what goes before
+    anything is learned: no request waits for a first one's answer. ``generation``
+    counts what proved the learned wrong (a 429, a lower limit): a reservation made
+    before it is not used (its caller asks again).
     """
 
     __slots__ = (
         "basis",
         "early",
+        "generation",
         "grants",
         "heard",
         "limit",
         "probe",
         "probe_at",
+        "rated",
         "remaining",
         "reset",
         "window",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, rated: bool = False) -> None:
+        self.rated = rated
         self.heard = False
         self.limit: int | None = None
         self.window: float | None = None
@@ -369,6 +381,7 @@ class Learned:
         self.basis = -math.inf
         self.probe = -math.inf
         self.probe_at = -math.inf
+        self.generation = 0
         #: The starts of the reservations made since ``basis``, in order.
         self.grants: list[float] = []
 
@@ -386,7 +399,7 @@ class Learned:
         if capacity <= 0:
             return None
         last = self.grants[-1] if self.grants else -math.inf
-        start = max(earliest, begin, last + _APART)
+        start = max(earliest, begin, last + APART)
         if last >= begin:
             start = max(start, last + max(pace, (end - last) / (capacity + 1)))
         return start if start < end else None
@@ -402,10 +415,20 @@ class Learned:
 
     def start(self, earliest: float, now: float) -> tuple[float, bool]:
         """The earliest start at or after ``earliest`` that the learned limits allow, and
-        True; or False and the soonest a start may be allowed (ask again when an answer is
-        read: a first request's, or one from a later window)."""
+        True; or False and the soonest a start may be allowed: ask again when an answer is
+        read (a first request's, or one from a later window), or :data:`LOOKAHEAD` s
+        before that start (nothing is reserved further ahead while another reservation is
+        still to start: a new answer may change the schedule)."""
+        start, allowed = self._start(earliest, now)
+        if allowed and start - now > LOOKAHEAD and self.grants and self.grants[-1] > now:
+            return start, False
+        return start, allowed
+
+    def _start(self, earliest: float, now: float) -> tuple[float, bool]:
         if not self.limited:
-            return (earliest, True) if self.heard or self.probe <= now else (now, False)
+            if self.heard or self.rated or self.probe <= now:
+                return earliest, True
+            return now, False
         grants = self.grants
         reset = self.reset
         if earliest < reset and (not grants or grants[-1] < reset):
@@ -413,10 +436,10 @@ class Learned:
             start = self._spaced(earliest, self.basis, self.early, self.remaining - taken)
             if start is not None:
                 return start, True
-        begin = max(earliest, reset, (grants[-1] + _APART) if grants else reset)
+        begin = max(earliest, reset, (grants[-1] + APART) if grants else reset)
         end = self._next_end()
         if end is None or begin >= end:  # nothing known after the reset: one learns it
-            return begin, self.probe <= now
+            return begin, self.rated or self.probe <= now
         # the next window at its own pace: the answers from it say the rest
         limit = self.limit or 0
         taken = len(grants) - bisect.bisect_left(grants, reset)
@@ -424,12 +447,12 @@ class Learned:
         start = self._spaced(begin, reset, end, limit - taken, pace)
         if start is not None:
             return start, True
-        return max(now, end), False  # wait for an answer from the next window
+        return max(now, reset), False  # wait for an answer from the next window
 
     def book(self, start: float) -> None:
         """Record a reservation at ``start`` (one :meth:`start` allowed)."""
         if not self.limited:
-            if not self.heard:
+            if not self.heard and not self.rated:
                 self.probe, self.probe_at = start + PROBE_LEASE, start
             return
         self.grants.append(start)
@@ -466,6 +489,8 @@ class Learned:
         self.remaining, self.basis, self.heard = limits.remaining, sent, True
         del self.grants[: bisect.bisect_right(self.grants, sent)]
         if limits.limit is not None:
+            if self.limit is not None and limits.limit < self.limit:
+                self._revoke(read)  # booked ahead for the higher limit
             self.limit = limits.limit
         if limits.window is not None:
             self.window = limits.window
@@ -473,6 +498,17 @@ class Learned:
             # a window lasts at least as long as the time to its reset once surely was
             self.window = limits.reset - whole
         return True
+
+    def refused(self, now: float) -> None:
+        """A 429: what was learned was wrong. Nothing more starts in this window, the next
+        one's limit is learned again (by its first request), and the reservations not yet
+        started are not used (their callers ask again)."""
+        self.remaining, self.limit = 0, None
+        self._revoke(now)
+
+    def _revoke(self, now: float) -> None:
+        self.generation += 1
+        del self.grants[bisect.bisect_right(self.grants, now) :]
 
     def status(self, now: float) -> tuple[int | None, int, float] | None:
         """The limit, the requests left and the seconds to the reset, as learned (None:

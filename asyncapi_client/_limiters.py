@@ -27,6 +27,7 @@ under ``margin`` they arrive more than ``seconds`` apart: a server counting any 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -47,6 +48,7 @@ from ._types import NetworkName
 __all__ = [
     "DEFAULT_MARGIN",
     "HOLD_RECHECK",
+    "LOST",
     "MAX_HOLD",
     "OPERATIONS",
     "Admission",
@@ -77,6 +79,9 @@ DEFAULT_MARGIN: Final = 0.05
 #: While a 429 hold runs, a waiting request asks the limiter again this often (s), so that
 #: a hold ended early (``clear_hold()``) releases it within this time.
 HOLD_RECHECK: Final = 1.0
+#: What a limiter's held() answers (s) to a task whose reservation is not to be used: a
+#: moment's hold, so the caller asks for a slot again.
+LOST: Final = 1e-6
 #: While a first request to a network is out to learn its limit, a waiting request asks the
 #: limiter again this often (s) when nothing wakes it sooner (its own client's answer does).
 PROBE_RECHECK: Final = 0.05
@@ -126,7 +131,7 @@ class Admission:
     reserved: bool = True
     retry_after: str | None = None
     learning: bool = False
-    ticket: float | None = None
+    ticket: float | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(slots=True)
@@ -322,7 +327,7 @@ class _NetworkState:
         self.retry_after: str | None = None
         self.last = -math.inf
         self.starts: list[deque[float]] = [deque(maxlen=rate.count) for rate in rates]
-        self.learned = Learned()
+        self.learned = Learned(rated=bool(rates))
 
 
 #: Every LocalLimiter of the process, so that a forked child can renew their locks.
@@ -387,6 +392,11 @@ class LocalLimiter:
         #: The networks nothing is learned for (all when not learning; else those whose
         #: answers carried no limit): with no rate and no hold, they need no question.
         self._quiet: set[Network] = set() if self.learn else set(Network)
+        #: Per task waiting for its reservation: the network and the learning it was made
+        #: under (see held()).
+        self._granted: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Network, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         _every.add(self)
 
@@ -442,6 +452,8 @@ class LocalLimiter:
                 return Admission(wait=start - now, reserved=False)  # raised, not waited
             if self.learn:
                 state.learned.book(start)
+                if start > now:  # it waits, then asks held() before it is sent
+                    self._remember(network, state.learned.generation)
             if self.rates:
                 state.last = start + weight * self._pacing
                 for times in state.starts:
@@ -464,6 +476,15 @@ class LocalLimiter:
                 return ruled, True
             start = ruled
         return start, True
+
+    def _remember(self, network: Network, generation: int) -> None:
+        """Which learning the current task's reservation was made under (see held())."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: reserve() called directly
+            return
+        if task is not None:
+            self._granted[task] = (network, generation)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
         """Reserve the slots one request of ``operation`` takes on ``network``."""
@@ -505,19 +526,33 @@ class LocalLimiter:
         return shown
 
     async def held(self, network: Network) -> float:
-        """Seconds the 429 hold on ``network`` still runs (0.0: none)."""
+        """Seconds the 429 hold on ``network`` still runs (0.0: none).
+
+        Asked by the task that waited for a reservation, just before it sends: :data:`LOST`
+        when what the limiter learned proved wrong meanwhile (a 429, a lower limit), so
+        that the task asks for a slot again rather than use one booked on it."""
         state = self._networks.get(network)
         if state is None:
             return 0.0
+        task = asyncio.current_task()
+        with self._lock:
+            granted = None if task is None else self._granted.pop(task, None)
         left = state.hold_until - time.monotonic()
-        return left if left > 0 else 0.0
+        if left > 0:
+            return left
+        if granted is not None and granted != (network, state.learned.generation):
+            return LOST
+        return 0.0
 
     async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         """Hold every request to ``network`` for ``seconds``, at most :data:`MAX_HOLD`
         (never shortens a hold); ``retry_after``: the server's header, for messages."""
-        until = time.monotonic() + min(seconds, MAX_HOLD)
+        now = time.monotonic()
+        until = now + min(seconds, MAX_HOLD)
         with self._lock:
             state = self._state(network)
+            if self.learn and state.learned.limited:
+                state.learned.refused(now)  # what was learned let a 429 through
             if until > state.hold_until:
                 state.hold_until = until
                 state.retry_after = shown_retry_after(retry_after)

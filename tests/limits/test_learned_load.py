@@ -40,13 +40,14 @@ async def _callers(client: Client, until: float) -> None:
 
 @pytest.mark.parametrize("family", ["ietf", "split", "x"])
 async def test_a_quota_learned_from_the_headers_is_used_without_a_429(family: str) -> None:
-    async with QuotaServer(LIMIT, WINDOW, headers=family) as server:  # type: ignore[arg-type]
-        async with Client(base_url=server.base_url, timeout=5.0) as client:
-            now = time.monotonic()
-            first, _ = server.window_at(now)
-            # to the end of the first window, then WINDOWS more
-            until = now + server.window_at(now)[1] + WINDOWS * WINDOW
-            await _callers(client, until)
+    async with (
+        QuotaServer(LIMIT, WINDOW, headers=family) as server,  # type: ignore[arg-type]
+        Client(base_url=server.base_url, timeout=5.0) as client,
+    ):
+        now = time.monotonic()
+        first, left = server.window_at(now)
+        # to the end of the first window, then WINDOWS more
+        await _callers(client, now + left + WINDOWS * WINDOW)
     full = range(first + 1, first + 1 + WINDOWS)
     refused = [each for each in server.landed if each.status == 429 and each.window in full]
     assert refused == []
