@@ -16,6 +16,7 @@ and ``asyncapi_client.ratelimit.limit`` (per network; read when the metrics are 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
@@ -49,6 +50,39 @@ STATUS_CODE = "http.response.status_code"
 CACHE = "asyncapi_client.cache"
 
 
+#: Per network, the remaining and the limit the last answer's headers said (any client of
+#: the process), shown by the gauges made once per process.
+_REMAINING: dict[Network, int] = {}
+_LIMIT: dict[Network, int] = {}
+_gauges: list[object] = []
+
+
+def _make_gauges(meter: metrics.Meter) -> None:
+    """The rate-limit gauges, made once per process (the first client with telemetry)."""
+    if _gauges:
+        return
+    _gauges.append(
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.remaining",
+            callbacks=[functools.partial(_observe, _REMAINING)],
+            unit="{request}",
+            description="Requests the server's rate-limit headers last said remain",
+        )
+    )
+    _gauges.append(
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.limit",
+            callbacks=[functools.partial(_observe, _LIMIT)],
+            unit="{request}",
+            description="The limit per window the server's rate-limit headers last said",
+        )
+    )
+
+
+def _observe(values: dict[Network, int], options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(n, {NETWORK: network.value}) for network, n in list(values.items())]
+
+
 class Telemetry:
     """The library's tracer, histogram and counter, named for it and its version."""
 
@@ -71,33 +105,14 @@ class Telemetry:
             description="Changes the watches saw",
         )
         self._hosts: dict[str, str] = {}
-        #: Per network, the remaining and the limit the last answer's headers said.
-        self._remaining: dict[Network, int] = {}
-        self._limit: dict[Network, int] = {}
-        meter.create_observable_gauge(
-            "asyncapi_client.ratelimit.remaining",
-            callbacks=[self._observe_remaining],
-            unit="{request}",
-            description="Requests the server's rate-limit headers last said remain",
-        )
-        meter.create_observable_gauge(
-            "asyncapi_client.ratelimit.limit",
-            callbacks=[self._observe_limit],
-            unit="{request}",
-            description="The limit per window the server's rate-limit headers last said",
-        )
+        _make_gauges(meter)
 
     def quota(self, network: Network, remaining: int, limit: int | None) -> None:
-        """What an answer's rate-limit headers said, for the gauges."""
-        self._remaining[network] = remaining
+        """What an answer's rate-limit headers said, for the gauges (of every client of
+        the process: the last answer read for each network)."""
+        _REMAINING[network] = remaining
         if limit is not None:
-            self._limit[network] = limit
-
-    def _observe_remaining(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, {NETWORK: k.value}) for k, n in list(self._remaining.items())]
-
-    def _observe_limit(self, options: CallbackOptions) -> Iterable[Observation]:
-        return [Observation(n, {NETWORK: k.value}) for k, n in list(self._limit.items())]
+            _LIMIT[network] = limit
 
     @contextlib.contextmanager
     def poll(self, watch: str) -> Iterator[Callable[[int], None]]:
