@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from ._errors import ApiError, LimiterError, RateLimitError, RequestTimeoutError, StatusError
-from ._learning import LOOKAHEAD, Advertised, read_limits
+from ._learning import LOOKAHEAD, REMAINING_NAMES, Advertised, read_limits
 from ._limiters import HOLD_RECHECK, PROBE_RECHECK, Admission, Limiter, LocalLimiter
 from ._network import Network
 from ._request import Call
@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # imported only when a client asks for telemetry
 __all__ = ["MAX_LATE", "LimiterStage"]
 
 T = TypeVar("T")
+
+#: The header of each family without which it is not read (its remaining).
+_IETF, _SPLIT, _X = REMAINING_NAMES
 
 #: Slots one attempt gives up for waking up later than the limiter's margin; then it goes
 #: late (a process that is always late must not stop itself).
@@ -51,6 +54,7 @@ class LimiterStage:
         "_margin",
         "_max_wait",
         "_observe",
+        "_quiet",
         "_telemetry",
         "learns",
         "limiter",
@@ -91,6 +95,8 @@ class LimiterStage:
         )
         #: Per network, the calls of this stage waiting for a first request's answer.
         self._answered: dict[Network, asyncio.Future[None]] = {}
+        #: The networks a LocalLimiter learns nothing for (its own set, read only here).
+        self._quiet = limiter.quiet if isinstance(limiter, LocalLimiter) else None
 
     def needed(self, call: Call) -> bool:
         """Whether the next attempt of ``call`` asks the limiter first (always, but for the
@@ -99,10 +105,17 @@ class LimiterStage:
         return call.failed is not None or local is None or not local.skips(call.request.network)
 
     def read(self, call: Call, headers: Mapping[str, str], sent: float) -> None:
-        """Hand the limiter what an answer's rate-limit headers say (a few lookups when
+        """Hand the limiter what an answer's rate-limit headers say (three lookups when
         there are none); ``sent``: when the attempt was let go (:meth:`admit`)."""
-        limits = read_limits(headers)
+        get = headers.get
         network = call.request.network
+        if get(_IETF) is None and get(_SPLIT) is None and get(_X) is None:
+            quiet = self._quiet
+            if quiet is not None and network in quiet:
+                return  # no limit advertised on a network that never had one: nothing new
+            limits = None
+        else:
+            limits = read_limits(headers)
         assert self._observe is not None
         self._observe(network, limits, sent, True)
         if limits is not None and self._telemetry is not None:

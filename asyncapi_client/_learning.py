@@ -36,6 +36,7 @@ __all__ = [
     "MAX_RESET",
     "MIN_SPAN",
     "PROBE_LEASE",
+    "REMAINING_NAMES",
     "SAME_RESET",
     "UNIX_TIME",
     "Advertised",
@@ -79,6 +80,8 @@ _RESET: Final = istr("RateLimit-Reset")
 _X_LIMIT: Final = istr("X-RateLimit-Limit")
 _X_REMAINING: Final = istr("X-RateLimit-Remaining")
 _X_RESET: Final = istr("X-RateLimit-Reset")
+#: The header of each family, in the contract's order, without which it is not read.
+REMAINING_NAMES: Final = (_IETF, _REMAINING, _X_REMAINING)
 
 _INTEGER: Final = re.compile(r"[0-9]{1,15}")
 _NUMBER: Final = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,9})?")

@@ -390,8 +390,10 @@ class LocalLimiter:
         self._networks: dict[Network, _NetworkState] = {}
         self._holds_end = -math.inf  # when the last of the networks' holds ends
         #: The networks nothing is learned for (all when not learning; else those whose
-        #: answers carried no limit): with no rate and no hold, they need no question.
-        self._quiet: set[Network] = set() if self.learn else set(Network)
+        #: answers carried no limit): with no rate and no hold, they need no question, and
+        #: an answer without limit headers tells nothing new (read, never changed, by the
+        #: limiter stage).
+        self.quiet: set[Network] = set() if self.learn else set(Network)
         #: Per task waiting for its reservation: the network and the learning it was made
         #: under (see held()).
         self._granted: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Network, int]] = (
@@ -413,12 +415,15 @@ class LocalLimiter:
     def idle(self) -> bool:
         """True when no rate is set, no hold is in force and nothing is to be learned on
         any network: acquire() would say "go now"."""
-        return len(self._quiet) == len(Network) and self._unlimited()
+        return len(self.quiet) == len(Network) and self._unlimited()
 
     def skips(self, network: Network) -> bool:
         """True when a first attempt to ``network`` needs no question: no rate, no hold,
         and nothing learned or to be learned there (its answers carry no limit)."""
-        return network in self._quiet and self._unlimited()
+        if network not in self.quiet or self.rates:
+            return False
+        holds_end = self._holds_end  # as in idle: no clock read while no hold was placed
+        return holds_end == -math.inf or holds_end <= time.monotonic()
 
     def _unlimited(self) -> bool:
         # One comparison (the hot path asks before every first attempt): the latest end of
@@ -443,7 +448,7 @@ class LocalLimiter:
                 return Admission(
                     wait=held, held=held, reserved=False, retry_after=state.retry_after
                 )
-            if not self.rates and network in self._quiet:
+            if not self.rates and network in self.quiet:
                 return Admission(wait=0.0)
             start, allowed = self._start(state, now, weight)
             if not allowed:  # an answer is awaited: a first request's, or a later window's
@@ -497,7 +502,7 @@ class LocalLimiter:
         ``time.monotonic()``): ``limits``, its rate-limit headers as read (None: none
         usable); ``heard`` False when there was no answer to learn from (a failure, a 429
         with ``Retry-After``). Any of them ends the wait for a first request's answer."""
-        if limits is None and network in self._quiet:
+        if limits is None and network in self.quiet:
             return  # the hot path of an API without limit headers: nothing to do
         if not self.learn:
             return
@@ -506,9 +511,9 @@ class LocalLimiter:
             learned = self._state(network).learned
             learned.observe(limits, sent, now, heard)
             if learned.limited:
-                self._quiet.discard(network)
+                self.quiet.discard(network)
             elif learned.heard:
-                self._quiet.add(network)
+                self.quiet.add(network)
 
     async def status(self, network: Network | NetworkName) -> LimitStatus:
         """What is known of ``network``'s limit now (a :class:`Network` or its name)."""
