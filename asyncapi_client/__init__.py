@@ -30,7 +30,7 @@ from ._errors import (
     StatusError,
     TransportError,
 )
-from ._limiters import Admission, Limiter, LocalLimiter, Rate
+from ._limiters import Admission, Limiter, LimitStatus, LocalLimiter, Rate
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -70,6 +70,7 @@ __all__ = [
     "LeaderboardChange",
     "LeaderboardEntry",
     "LeaderboardPage",
+    "LimitStatus",
     "Limiter",
     "LimiterError",
     "LocalLimiter",

@@ -25,7 +25,7 @@ from ._calls import Calls
 from ._checkpoint import Checkpoint, continue_from
 from ._errors import RequestTimeoutError
 from ._http import AiohttpSender
-from ._limiters import Limiter, LocalLimiter, Rate
+from ._limiters import Limiter, LocalLimiter, Rate, unlimited_until_told
 from ._models import (
     LeaderboardEntry,
     LeaderboardPage,
@@ -204,7 +204,7 @@ def _limiter(rate_limit: object, limiter: object) -> Limiter:
         return limiter  # type: ignore[return-value]  # clear_hold() is the caller's affair
     rate = _positive_number(rate_limit, "rate_limit", optional=True)
     if rate is None:
-        return LocalLimiter()  # no rates: it only keeps the 429 hold
+        return unlimited_until_told()  # no rates: the 429 hold, and limits it is told
     if rate.is_integer():
         return LocalLimiter([Rate(int(rate), 1.0)])
     return LocalLimiter([Rate(1, 1.0 / rate)])  # a fraction: one request every 1/rate s
@@ -520,7 +520,8 @@ class Client:
         await self.close()
 
     def set_testing(self, testing: bool = True, *, max_retries: int | None = None) -> None:
-        """Testing mode for this client only: no back-off, Retry-After waits or 429 holds.
+        """Testing mode for this client only: no back-off, Retry-After waits, 429 holds or
+        learned limits (the server's 429 comes back as RateLimitError).
 
         Attempts still happen (``max_retries`` sets how many while testing), so a bot's
         tests exercise its error handling without sleeping. ``set_testing(False)`` goes
@@ -535,15 +536,17 @@ class Client:
             _non_negative_int(max_retries, "max_retries")
         pipeline = self._pipeline
         if not testing:
-            pipeline.testing = None
+            pipeline.use_testing(None)
             return
         policy = pipeline.retry
-        pipeline.testing = RetryPolicy(
-            max_retries=policy.max_retries if max_retries is None else max_retries,
-            base=policy.base,
-            cap=policy.cap,
-            retry_after_cap=policy.retry_after_cap,
-            wait=False,
+        pipeline.use_testing(
+            RetryPolicy(
+                max_retries=policy.max_retries if max_retries is None else max_retries,
+                base=policy.base,
+                cap=policy.cap,
+                retry_after_cap=policy.retry_after_cap,
+                wait=False,
+            )
         )
 
     # --- helpers ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ under ``margin`` they arrive more than ``seconds`` apart: a server counting any 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import threading
@@ -34,10 +35,11 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from ._learning import Advertised, Learned
 from ._network import Network, parse_network
 from ._operations import OPERATIONS as _ENDPOINT_NAMES
 from ._operations import OperationName
@@ -46,19 +48,24 @@ from ._types import NetworkName
 __all__ = [
     "DEFAULT_MARGIN",
     "HOLD_RECHECK",
+    "LOST",
     "MAX_HOLD",
     "OPERATIONS",
     "Admission",
+    "LimitStatus",
     "Limiter",
     "LocalLimiter",
     "OperationName",
     "Rate",
+    "check_learn",
     "check_margin",
+    "check_max_wait",
     "check_rates",
     "check_weights",
     "earliest_start",
     "pacing",
     "shown_retry_after",
+    "tighter",
 ]
 
 #: The operation names a limiter sees (and ``weights`` may name): the endpoints table's.
@@ -72,6 +79,12 @@ DEFAULT_MARGIN: Final = 0.05
 #: While a 429 hold runs, a waiting request asks the limiter again this often (s), so that
 #: a hold ended early (``clear_hold()``) releases it within this time.
 HOLD_RECHECK: Final = 1.0
+#: What a limiter's held() answers (s) to a task whose reservation is not to be used: a
+#: moment's hold, so the caller asks for a slot again.
+LOST: Final = 1e-6
+#: While a first request to a network is out to learn its limit, a waiting request asks the
+#: limiter again this often (s) when nothing wakes it sooner (its own client's answer does).
+PROBE_RECHECK: Final = 0.05
 #: How much of a server's ``Retry-After`` a limiter keeps to show in messages.
 _RETRY_AFTER_CHARS: Final = 64
 
@@ -101,16 +114,41 @@ class Admission:
 
     ``held`` is how long the network's 429 hold still runs at the time of the answer (0.0:
     no hold); ``wait`` is never shorter. The caller raises instead of waiting when ``held``
-    is past its ``retry_after_cap`` or ``wait`` past its deadline. ``reserved`` False: the
-    limiter reserved nothing (a hold is on), so the caller asks again after ``wait``, or
-    sooner. ``retry_after``: the ``Retry-After`` the server sent with the 429 that placed
-    the hold, as sent (None: not known), for the caller's messages.
+    is past its ``retry_after_cap`` or ``wait`` past its deadline or the limiter's
+    ``max_wait``. ``reserved`` False: the limiter reserved nothing (a hold is on, or the wait
+    is past its ``max_wait``), so the caller asks again after ``wait``, or sooner.
+    ``retry_after``: the ``Retry-After`` the server sent with the 429 that placed the hold,
+    as sent (None: not known), for the caller's messages. ``learning`` True: nothing was
+    reserved because an answer is awaited to learn the network's limit (a first
+    request's, or one from the next window); ask again once one is read (``wait``: the
+    soonest a slot may open). ``ticket``: the reservation's start on the limiter's own
+    clock, handed back to its ``observe`` with the answer (None: the caller's
+    ``time.monotonic()`` then).
     """
 
     wait: float
     held: float = 0.0
     reserved: bool = True
     retry_after: str | None = None
+    learning: bool = False
+    ticket: float | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen(slots=True)
+class LimitStatus:
+    """What a limiter knows of one network's limit (``await limiter.status(network)``).
+
+    ``limit`` requests per window, ``remaining`` that may still start, ``reset`` seconds
+    from now until the window ends; ``source`` says where that comes from: ``"headers"``
+    (learned from the server's answers), ``"rates"`` (the tightest configured rate, its
+    ``count`` as ``limit``), or None when nothing is known (every field None). When both
+    are known, the tighter (fewer remaining) is shown.
+    """
+
+    limit: int | None = None
+    remaining: int | None = None
+    reset: float | None = None
+    source: Literal["headers", "rates"] | None = None
 
 
 @runtime_checkable
@@ -123,7 +161,10 @@ class Limiter(Protocol):
     existed still works. A ``hold`` that also takes ``retry_after=`` (a str or None) is
     handed the server's header, as sent, to show in the messages of the requests it holds.
     A ``margin`` attribute (seconds > 0) has the client give up a slot it woke up for more
-    than that late, and ask again.
+    than that late, and ask again. A ``max_wait`` attribute (seconds, None: no bound) has
+    the client raise ``RateLimitError`` instead of waiting longer. A limiter whose ``learn``
+    attribute is True is handed what every answer's rate-limit headers say through
+    ``observe(network, limits, sent, heard)`` (see :class:`LocalLimiter`).
     """
 
     async def acquire(self, operation: str, network: Network) -> Admission:
@@ -176,6 +217,53 @@ def check_rates(rates: Iterable[Rate]) -> tuple[Rate, ...]:
         if not isinstance(rate, Rate):
             raise ValueError(f"rates must be Rate(count, seconds) values, got {rate!r}")
     return checked
+
+
+def check_learn(learn: object) -> bool:
+    """``learn`` as a bool; anything else is a TypeError."""
+    if not isinstance(learn, bool):
+        raise TypeError(f"learn must be True or False, got {learn!r}")
+    return learn
+
+
+def check_max_wait(max_wait: object) -> float | None:
+    """``max_wait`` as a float (seconds, finite and >= 0) or None (no bound)."""
+    if max_wait is None:
+        return None
+    if (
+        isinstance(max_wait, bool)
+        or not isinstance(max_wait, int | float)
+        or not 0.0 <= max_wait < math.inf
+    ):
+        raise ValueError(
+            f"max_wait must be None or a finite number of seconds >= 0, got {max_wait!r}"
+        )
+    return float(max_wait)
+
+
+def tighter(first: LimitStatus, second: LimitStatus) -> LimitStatus:
+    """Of two known statuses, the one with fewer remaining (then the later reset)."""
+    if first.source is None:
+        return second
+    if second.source is None:
+        return first
+    key_first = (first.remaining or 0, -(first.reset or 0.0))
+    key_second = (second.remaining or 0, -(second.reset or 0.0))
+    return second if key_second < key_first else first
+
+
+def rates_status(
+    now: float, rates: Sequence[Rate], starts: Sequence[Sequence[float]], margin: float
+) -> LimitStatus:
+    """The tightest rate's status: ``count`` as the limit, the slots left in the window
+    that ends at ``now`` (reservations ahead count), the seconds until it is full again."""
+    best = LimitStatus()
+    for rate, times in zip(rates, starts, strict=True):
+        inside = [start for start in times if start > now - rate.seconds - margin]
+        reset = max(0.0, max(inside) + rate.seconds + margin - now) if inside else 0.0
+        status = LimitStatus(rate.count, max(0, rate.count - len(inside)), reset, "rates")
+        best = tighter(best, status)
+    return best
 
 
 def check_margin(margin: object) -> float:
@@ -232,17 +320,30 @@ def earliest_start(
 
 
 class _NetworkState:
-    __slots__ = ("hold_until", "last", "retry_after", "starts")
+    __slots__ = ("hold_until", "last", "learned", "retry_after", "starts")
 
-    def __init__(self, rates: Sequence[Rate]) -> None:
+    def __init__(self, rates: Sequence[Rate], heard: bool = False) -> None:
         self.hold_until = -math.inf
         self.retry_after: str | None = None
         self.last = -math.inf
         self.starts: list[deque[float]] = [deque(maxlen=rate.count) for rate in rates]
+        self.learned = Learned(rated=bool(rates))
+        self.learned.heard = heard
 
 
 #: Every LocalLimiter of the process, so that a forked child can renew their locks.
 _every: weakref.WeakSet[LocalLimiter] = weakref.WeakSet()
+
+
+def unlimited_until_told() -> LocalLimiter:
+    """A ``Client``'s own limiter when it was given no rate: it keeps the 429 hold and
+    learns the limits the answers advertise, but, unlimited until one does, it lets the
+    first requests to a network go together (no request waits for a first one's answer
+    until a limit was heard of; a fan-out at start is not made one by one)."""
+    limiter = LocalLimiter()
+    limiter._unlimited_first = True
+    limiter.quiet.update(Network)
+    return limiter
 
 
 def _after_fork_in_child() -> None:
@@ -265,12 +366,22 @@ class LocalLimiter:
     ``rates`` and ``weights`` (the slots an operation takes; 1 where not named) are the ones
     it was made with.
 
+    Learning (``learn=True``): the rate-limit headers of every answer the client reads are
+    handed to :meth:`observe`; the limiter then spaces the requests of that network so
+    what remains lasts until the reset, holds them at zero remaining until it, and, while
+    nothing was heard from a network, lets one request go and the others wait for its
+    answer. What it learns only tightens ``rates``.
+
     Args:
-        rates: the :class:`Rate` values every request counts against.
+        rates: the :class:`Rate` values every request counts against (``[]``: none; with
+            ``learn`` the limiter follows what the server advertises only).
         weights: slots one request of an operation takes (default 1), e.g. ``{"orders": 2}``.
         margin: seconds of jitter between the limiter's answer and the request's arrival at
             the server that the rates leave room for (see the module docs); 0 keeps the
             rates exactly on the limiter's own clock.
+        learn: follow the limits the server's rate-limit headers advertise.
+        max_wait: seconds; a request that would wait longer for a slot or a hold raises
+            ``RateLimitError`` at once instead (None: it waits).
     """
 
     def __init__(
@@ -279,25 +390,57 @@ class LocalLimiter:
         *,
         weights: Mapping[OperationName, int] | None = None,
         margin: float = DEFAULT_MARGIN,
+        learn: bool = True,
+        max_wait: float | None = None,
     ) -> None:
         self.rates: tuple[Rate, ...] = check_rates(rates)
         self.weights: Mapping[str, int] = check_weights(weights, self.rates)
         self.margin: float = check_margin(margin)
+        self.learn: bool = check_learn(learn)
+        self.max_wait: float | None = check_max_wait(max_wait)
         self._pacing = pacing(self.rates, self.margin)
         self._networks: dict[Network, _NetworkState] = {}
         self._holds_end = -math.inf  # when the last of the networks' holds ends
+        #: Unlimited until an answer advertises a limit: no first request waits alone
+        #: (a Client's own limiter without rate_limit=; see unlimited_until_told()).
+        self._unlimited_first = False
+        #: The networks nothing is learned for (all when not learning; else those whose
+        #: answers carried no limit): with no rate and no hold, they need no question, and
+        #: an answer without limit headers tells nothing new (read, never changed, by the
+        #: limiter stage).
+        self.quiet: set[Network] = set() if self.learn else set(Network)
+        #: Per task waiting for its reservation: the network and the learning it was made
+        #: under (see held()).
+        self._granted: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Network, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         _every.add(self)
 
     def __repr__(self) -> str:
+        extra = "" if self.learn else ", learn=False"
+        if self.max_wait is not None:
+            extra += f", max_wait={self.max_wait!r}"
         return (
             f"LocalLimiter(rates={list(self.rates)!r}, weights={dict(self.weights)!r}, "
-            f"margin={self.margin!r})"
+            f"margin={self.margin!r}{extra})"
         )
 
     @property
     def idle(self) -> bool:
-        """True when no rate is set and no hold is in force: acquire() would say "go now"."""
+        """True when no rate is set, no hold is in force and nothing is to be learned on
+        any network: acquire() would say "go now"."""
+        return len(self.quiet) == len(Network) and self._unlimited()
+
+    def skips(self, network: Network) -> bool:
+        """True when a first attempt to ``network`` needs no question: no rate, no hold,
+        and nothing learned or to be learned there (its answers carry no limit)."""
+        if network not in self.quiet or self.rates:
+            return False
+        holds_end = self._holds_end  # as in idle: no clock read while no hold was placed
+        return holds_end == -math.inf or holds_end <= time.monotonic()
+
+    def _unlimited(self) -> bool:
         # One comparison (the hot path asks before every first attempt): the latest end of
         # any network's hold, kept by hold(); no clock read while none was ever placed.
         holds_end = self._holds_end
@@ -306,7 +449,7 @@ class LocalLimiter:
     def _state(self, network: Network) -> _NetworkState:
         state = self._networks.get(network)
         if state is None:
-            state = self._networks[network] = _NetworkState(self.rates)
+            state = self._networks[network] = _NetworkState(self.rates, self._unlimited_first)
         return state
 
     def reserve(self, operation: str, network: Network) -> Admission:
@@ -320,32 +463,116 @@ class LocalLimiter:
                 return Admission(
                     wait=held, held=held, reserved=False, retry_after=state.retry_after
                 )
-            if not self.rates:
+            if not self.rates and network in self.quiet:
                 return Admission(wait=0.0)
-            start = earliest_start(now, state.last, self.rates, state.starts, weight, self.margin)
-            state.last = start + weight * self._pacing
-            for times in state.starts:
-                times.extend([start] * weight)
-        return Admission(wait=start - now)
+            start, allowed = self._start(state, now, weight)
+            if not allowed:  # an answer is awaited: a first request's, or a later window's
+                return Admission(wait=start - now, reserved=False, learning=True)
+            if self.max_wait is not None and start - now > self.max_wait:
+                return Admission(wait=start - now, reserved=False)  # raised, not waited
+            if self.learn:
+                state.learned.book(start)
+                if start > now:  # it waits, then asks held() before it is sent
+                    self._remember(network, state.learned.generation)
+            if self.rates:
+                state.last = start + weight * self._pacing
+                for times in state.starts:
+                    times.extend([start] * weight)
+        return Admission(wait=start - now, ticket=start if self.learn else None)
+
+    def _start(self, state: _NetworkState, now: float, weight: int) -> tuple[float, bool]:
+        """The earliest start both the rates and what was learned allow, and True; or the
+        soonest one may be allowed, and False (wait for an answer)."""
+        start = now
+        for _ in range(4):  # each only moves it later; it settles in a step or two
+            if self.learn:
+                start, allowed = state.learned.start(start, now)
+                if not allowed:
+                    return start, False
+            if not self.rates:
+                return start, True
+            ruled = earliest_start(start, state.last, self.rates, state.starts, weight, self.margin)
+            if ruled == start or not self.learn:
+                return ruled, True
+            start = ruled
+        return start, True
+
+    def _remember(self, network: Network, generation: int) -> None:
+        """Which learning the current task's reservation was made under (see held())."""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:  # no running loop: reserve() called directly
+            return
+        if task is not None:
+            self._granted[task] = (network, generation)
 
     async def acquire(self, operation: str, network: Network) -> Admission:
         """Reserve the slots one request of ``operation`` takes on ``network``."""
         return self.reserve(operation, network)
 
+    def observe(
+        self, network: Network, limits: Advertised | None, sent: float, heard: bool = True
+    ) -> None:
+        """Learn from an answer to ``network`` (a request let go at ``sent``, on
+        ``time.monotonic()``): ``limits``, its rate-limit headers as read (None: none
+        usable); ``heard`` False when there was no answer to learn from (a failure, a 429
+        with ``Retry-After``). Any of them ends the wait for a first request's answer."""
+        if limits is None and network in self.quiet:
+            return  # the hot path of an API without limit headers: nothing to do
+        if not self.learn:
+            return
+        now = time.monotonic()
+        with self._lock:
+            learned = self._state(network).learned
+            learned.observe(limits, sent, now, heard)
+            if learned.limited:
+                self.quiet.discard(network)
+            elif learned.heard:
+                self.quiet.add(network)
+
+    async def status(self, network: Network | NetworkName) -> LimitStatus:
+        """What is known of ``network``'s limit now (a :class:`Network` or its name)."""
+        network = parse_network(network)
+        now = time.monotonic()
+        with self._lock:
+            state = self._networks.get(network)
+            if state is None:
+                return LimitStatus()
+            shown = rates_status(now, self.rates, state.starts, self.margin)
+            learned = state.learned.status(now)
+        if learned is not None:
+            limit, remaining, reset = learned
+            shown = tighter(shown, LimitStatus(limit, remaining, reset, "headers"))
+        return shown
+
     async def held(self, network: Network) -> float:
-        """Seconds the 429 hold on ``network`` still runs (0.0: none)."""
+        """Seconds the 429 hold on ``network`` still runs (0.0: none).
+
+        Asked by the task that waited for a reservation, just before it sends: :data:`LOST`
+        when what the limiter learned proved wrong meanwhile (a 429, a lower limit), so
+        that the task asks for a slot again rather than use one booked on it."""
         state = self._networks.get(network)
         if state is None:
             return 0.0
+        task = asyncio.current_task()
+        with self._lock:
+            granted = None if task is None else self._granted.pop(task, None)
         left = state.hold_until - time.monotonic()
-        return left if left > 0 else 0.0
+        if left > 0:
+            return left
+        if granted is not None and granted != (network, state.learned.generation):
+            return LOST
+        return 0.0
 
     async def hold(self, network: Network, seconds: float, retry_after: str | None = None) -> None:
         """Hold every request to ``network`` for ``seconds``, at most :data:`MAX_HOLD`
         (never shortens a hold); ``retry_after``: the server's header, for messages."""
-        until = time.monotonic() + min(seconds, MAX_HOLD)
+        now = time.monotonic()
+        until = now + min(seconds, MAX_HOLD)
         with self._lock:
             state = self._state(network)
+            if self.learn and state.learned.limited:
+                state.learned.refused(now)  # what was learned let a 429 through
             if until > state.hold_until:
                 state.hold_until = until
                 state.retry_after = shown_retry_after(retry_after)

@@ -94,7 +94,7 @@ class Pipeline:
     ) -> None:
         #: Makes the attempts (the only part that speaks HTTP).
         self._sender = sender
-        self._gate = LimiterStage(limiter, sender.attempt_timeout)
+        self._gate = LimiterStage(limiter, sender.attempt_timeout, telemetry)
         self._telemetry = telemetry
         self.retry = retry
         #: The policy of testing mode (``Client.set_testing``), read at decision time;
@@ -243,6 +243,12 @@ class Pipeline:
                 raise
             raise _past_deadline(call, self._gate.trouble(call)) from call.failed or exc
 
+    def use_testing(self, policy: RetryPolicy | None) -> None:
+        """Testing mode on (``policy``) or off (None). While it is on, nothing is learned
+        from the answers' rate-limit headers either: a test meets the server's 429."""
+        self.testing = policy
+        self._gate.learns = self._gate.can_learn and policy is None
+
     # --- 3. the retry loop --------------------------------------------------------------------
 
     async def _attempts(self, call: Call) -> Outcome[Any]:
@@ -251,8 +257,9 @@ class Pipeline:
         while True:
             call.tries += 1
             try:
+                sent = call.started  # when the attempt was let go: the limiter's, if asked
                 if gate.needed(call):  # the idle default limiter is not asked at first
-                    await gate.admit(call, (self.testing or self.retry).retry_after_cap)
+                    sent = await gate.admit(call, (self.testing or self.retry).retry_after_cap)
                 if not take_slot(slots):
                     await slots.acquire()
                 try:
@@ -260,8 +267,14 @@ class Pipeline:
                         raise mark_final(_closed_during(call.request))
                     call.attempts += 1
                     reply = await self._sender.send(call.request, call.attempts, call.conditional)
+                except BaseException as exc:
+                    if gate.learns:  # an error answer's rate-limit headers, or none
+                        gate.failed(call, exc, sent)
+                    raise
                 finally:
                     give_slot(slots)
+                if gate.learns:  # the answer's rate-limit headers, for the limiter
+                    gate.read(call, reply.headers, sent)
                 return _decoded(call, reply)
             except ApiError as exc:
                 failed = _chained(call, exc)

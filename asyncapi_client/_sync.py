@@ -770,7 +770,8 @@ class SyncClient:
         return self._target.limiter
 
     def set_testing(self, testing: bool = True, *, max_retries: int | None = None) -> None:
-        """Testing mode for this client only: no back-off, Retry-After waits or 429 holds.
+        """Testing mode for this client only: no back-off, Retry-After waits, 429 holds or
+        learned limits (the server's 429 comes back as RateLimitError).
 
         Attempts still happen (``max_retries`` sets how many while testing), so a bot's
         tests exercise its error handling without sleeping. ``set_testing(False)`` goes

@@ -8,24 +8,29 @@ One span per operation call (each page of a walk is one), kind CLIENT, named
 ``asyncapi_client.<operation>``; an event ``retry`` per retry; the histogram
 ``asyncapi_client.operation.duration`` (seconds) and the counter ``asyncapi_client.retries``.
 A watch's poll is a span ``asyncapi_client.watch.poll`` (its requests' spans inside it), and
-the changes it saw add to the counter ``asyncapi_client.watch.changes``.
+the changes it saw add to the counter ``asyncapi_client.watch.changes``. What the server's
+rate-limit headers last said is shown by the gauges ``asyncapi_client.ratelimit.remaining``
+and ``asyncapi_client.ratelimit.limit`` (per network; read when the metrics are collected).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import TypeVar
 
 from yarl import URL
 
 from ._errors import ApiError, StatusError
+from ._network import Network
 from ._request import Outcome, Request
 from ._retry import RetryEvent
 
 try:
     from opentelemetry import metrics, trace
+    from opentelemetry.metrics import CallbackOptions, Observation
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     raise ImportError(
@@ -43,6 +48,39 @@ ATTEMPTS = "asyncapi_client.attempts"
 ERROR_TYPE = "error.type"
 STATUS_CODE = "http.response.status_code"
 CACHE = "asyncapi_client.cache"
+
+
+#: Per network, the remaining and the limit the last answer's headers said (any client of
+#: the process), shown by the gauges made once per process.
+_REMAINING: dict[Network, int] = {}
+_LIMIT: dict[Network, int] = {}
+_gauges: list[object] = []
+
+
+def _make_gauges(meter: metrics.Meter) -> None:
+    """The rate-limit gauges, made once per process (the first client with telemetry)."""
+    if _gauges:
+        return
+    _gauges.append(
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.remaining",
+            callbacks=[functools.partial(_observe, _REMAINING)],
+            unit="{request}",
+            description="Requests the server's rate-limit headers last said remain",
+        )
+    )
+    _gauges.append(
+        meter.create_observable_gauge(
+            "asyncapi_client.ratelimit.limit",
+            callbacks=[functools.partial(_observe, _LIMIT)],
+            unit="{request}",
+            description="The limit per window the server's rate-limit headers last said",
+        )
+    )
+
+
+def _observe(values: dict[Network, int], options: CallbackOptions) -> Iterable[Observation]:
+    return [Observation(n, {NETWORK: network.value}) for network, n in list(values.items())]
 
 
 class Telemetry:
@@ -67,6 +105,14 @@ class Telemetry:
             description="Changes the watches saw",
         )
         self._hosts: dict[str, str] = {}
+        _make_gauges(meter)
+
+    def quota(self, network: Network, remaining: int, limit: int | None) -> None:
+        """What an answer's rate-limit headers said, for the gauges (of every client of
+        the process: the last answer read for each network)."""
+        _REMAINING[network] = remaining
+        if limit is not None:
+            _LIMIT[network] = limit
 
     @contextlib.contextmanager
     def poll(self, watch: str) -> Iterator[Callable[[int], None]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 

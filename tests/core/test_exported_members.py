@@ -41,6 +41,7 @@ CONTRACT_CLASSES = {
     "Limiter",
     "Admission",
     "LimiterError",
+    "LimitStatus",
     # Per-call results and retry events
     "Response",
     "RetryEvent",

@@ -162,7 +162,7 @@ def test_margin_defaults_to_50_ms_and_shows_in_the_repr() -> None:
 
 
 async def test_the_local_limiter_reserves_by_the_rule_with_its_margin() -> None:
-    limiter = LocalLimiter([Rate(2, 10.0)], margin=0.5)
+    limiter = LocalLimiter([Rate(2, 10.0)], margin=0.5, learn=False)
     waits = [(await limiter.acquire("pool", Network.MAINNET)).wait for _ in range(3)]
     assert waits[0] == 0.0
     assert 0.2 < waits[1] <= 0.25  # paced margin / count after the first
@@ -170,7 +170,7 @@ async def test_the_local_limiter_reserves_by_the_rule_with_its_margin() -> None:
 
 
 async def test_local_limiter_reserves_per_network() -> None:
-    limiter = LocalLimiter([Rate(2, 60.0)], weights={"orders": 2}, margin=0)
+    limiter = LocalLimiter([Rate(2, 60.0)], weights={"orders": 2}, margin=0, learn=False)
     assert isinstance(limiter, Limiter)
     assert not limiter.idle
     first = await limiter.acquire("pool", Network.MAINNET)
@@ -185,7 +185,7 @@ async def test_local_limiter_reserves_per_network() -> None:
 
 
 async def test_local_limiter_hold() -> None:
-    limiter = LocalLimiter()
+    limiter = LocalLimiter(learn=False)
     idle_before = limiter.idle
     assert await limiter.acquire("pool", Network.MAINNET) == Admission(wait=0.0)
     await limiter.hold(Network.MAINNET, 30.0, "30")
@@ -204,7 +204,7 @@ async def test_local_limiter_hold() -> None:
 
 async def test_nothing_is_reserved_inside_a_hold() -> None:
     """Slots are taken when the hold is over, by the rule: none is lost to the hold."""
-    limiter = LocalLimiter([Rate(1, 60.0)])
+    limiter = LocalLimiter([Rate(1, 60.0)], learn=False)
     await limiter.hold(Network.MAINNET, 30.0)
     for _ in range(5):
         assert not (await limiter.acquire("pool", Network.MAINNET)).reserved
@@ -213,7 +213,7 @@ async def test_nothing_is_reserved_inside_a_hold() -> None:
 
 
 async def test_clear_hold_ends_a_hold_at_once_on_one_network_or_all() -> None:
-    limiter = LocalLimiter()
+    limiter = LocalLimiter(learn=False)
     for network in Network:
         await limiter.hold(network, 60.0, "60")
     await limiter.clear_hold("TESTNET")  # a name, any case

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork (
 
 
 def test_a_limiter_busy_at_the_fork_answers_in_the_child() -> None:
-    limiter = LocalLimiter([Rate(5, 1.0)])
+    limiter = LocalLimiter([Rate(5, 1.0)], learn=False)
     asyncio.run(limiter.acquire("pool", Network.MAINNET))
 
     def ask() -> Outcome:

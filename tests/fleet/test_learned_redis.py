@@ -1,0 +1,120 @@
+"""RedisLimiter learning for a fleet: what one member read reaches the others in the same
+script call as its next reservation (no call of its own), rates=[] and learn=False,
+max_wait, status()."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aredis
+
+from asyncapi_client import Client, LimitStatus, Network, Rate, RateLimitError
+from asyncapi_client._learning import Advertised
+from asyncapi_client.fleet import RedisLimiter
+from tests._quota import QuotaServer
+
+pytest_plugins = ("tests._redis",)
+
+MAIN = Network.MAINNET
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aredis.Redis]:
+    client = aredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def script_calls(client: aredis.Redis) -> int:
+    """How many scripts Redis ran so far (EVALSHA and EVAL)."""
+    stats = await client.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{cmd}", {}).get("calls", 0)) for cmd in ("evalsha", "eval"))
+
+
+async def test_what_one_member_read_paces_the_others(redis_url: str) -> None:
+    async with (
+        RedisLimiter(redis_url, [], name="share") as one,
+        RedisLimiter(redis_url, [], name="share") as other,
+        RedisLimiter(redis_url, [], name="share") as third,
+    ):
+        first = await one.acquire("pool", MAIN)  # nothing known: this one learns
+        assert first.reserved
+        assert first.ticket is not None
+        waiting = await other.acquire("pool", MAIN)
+        assert waiting.learning  # the other waits for that answer
+        one.observe(MAIN, Advertised(0, 30.0, 10), first.ticket)
+        await one.acquire("pool", MAIN)  # hands it over, in its reservation's call
+        status = await other.status(MAIN)
+        assert (status.limit, status.remaining, status.source) == (10, 0, "headers")
+        held = await third.acquire("pool", MAIN)
+        assert held.wait > 25.0  # nothing remains until the reset
+
+
+async def test_learning_adds_no_call_to_redis(redis_url: str, redis_client: aredis.Redis) -> None:
+    async def calls_for(limiter: RedisLimiter, learn: bool) -> int:
+        before = await script_calls(redis_client)
+        for n in range(20):
+            admission = await limiter.acquire("pool", MAIN)
+            if learn and admission.ticket is not None:
+                limiter.observe(MAIN, Advertised(1000 - n, 60.0, 1000), admission.ticket)
+        return await script_calls(redis_client) - before
+
+    async with (
+        RedisLimiter(redis_url, [Rate(1000, 1.0)], name="calls-on", margin=0) as learning,
+        RedisLimiter(
+            redis_url, [Rate(1000, 1.0)], name="calls-off", margin=0, learn=False
+        ) as plain,
+    ):
+        assert await calls_for(learning, True) == await calls_for(plain, False) == 20
+
+
+async def test_rates_may_be_empty_and_learn_false_reads_nothing(redis_url: str) -> None:
+    async with RedisLimiter(redis_url, [], name="plain", learn=False) as limiter:
+        assert "learn=False" in repr(limiter)
+        for _ in range(3):  # no rate, nothing learned: every request goes at once
+            admission = await limiter.acquire("pool", MAIN)
+            assert (admission.wait, admission.reserved, admission.ticket) == (0.0, True, None)
+        limiter.observe(MAIN, Advertised(0, 30.0, 10), time.time() * 1e6)
+        assert (await limiter.acquire("pool", MAIN)).wait == 0.0
+        assert await limiter.status(MAIN) == LimitStatus()
+
+
+async def test_max_wait_raises_at_once_in_a_fleet_too(redis_url: str) -> None:
+    limiter = RedisLimiter(redis_url, [Rate(1, 10.0)], name="impatient", max_wait=0.5)
+    assert "max_wait=0.5" in repr(limiter)
+    async with (
+        limiter,
+        QuotaServer(100, 60.0, headers=None) as server,
+        Client(base_url=server.base_url, limiter=limiter) as client,
+    ):
+        await client.pool("p1")
+        started = time.monotonic()
+        with pytest.raises(RateLimitError, match="max_wait") as raised:
+            await client.pool("p2")
+        assert time.monotonic() - started < 0.5
+        assert raised.value.attempts == 0
+        assert raised.value.retry_after is not None
+        assert 9.0 < raised.value.retry_after <= 10.1
+        status = await limiter.status("mainnet")
+    assert (status.limit, status.remaining, status.source) == (1, 0, "rates")  # not booked
+    assert len(server.landed) == 1
+
+
+async def test_a_fleet_learns_each_header_family_from_a_server(redis_url: str) -> None:
+    for family in ("ietf", "split", "x"):
+        async with (
+            RedisLimiter(redis_url, [], name=f"family-{family}") as limiter,
+            QuotaServer(20, 60.0, headers=family) as server,
+            Client(base_url=server.base_url, limiter=limiter) as client,
+        ):
+            for n in range(3):
+                await client.pool(f"p{n}")
+            await client.pool("p3")  # its reservation hands the third answer over
+            status = await limiter.status(MAIN)
+        assert (status.limit, status.source) == (20, "headers"), family
+        assert status.remaining is not None
+        assert 15 <= status.remaining <= 17, family
