@@ -502,11 +502,13 @@ class Learned:
             self.window = limits.reset - whole
         return True
 
-    def refused(self, now: float) -> None:
-        """A 429: what was learned was wrong. Nothing more starts in this window, the next
-        one's limit is learned again (by its first request), and the reservations not yet
-        started are not used (their callers ask again)."""
+    def refused(self, now: float, until: float) -> None:
+        """A 429 holding until ``until``: what was learned was wrong. Nothing more starts
+        in this window, which ends with the hold (the server said when to come back); the
+        next one's limit is learned again (by its first request), and the reservations not
+        yet started are not used (their callers ask again)."""
         self.remaining, self.limit = 0, None
+        self.reset, self.early = min(self.reset, until), min(self.early, until)
         self._revoke(now)
 
     def _revoke(self, now: float) -> None:

@@ -572,7 +572,7 @@ class LocalLimiter:
         with self._lock:
             state = self._state(network)
             if self.learn and state.learned.limited:
-                state.learned.refused(now)  # what was learned let a 429 through
+                state.learned.refused(now, until)  # what was learned let a 429 through
             if until > state.hold_until:
                 state.hold_until = until
                 state.retry_after = shown_retry_after(retry_after)

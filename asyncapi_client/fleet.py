@@ -416,16 +416,17 @@ HOLD: Final = (
     + f"local max_hold = {round(MAX_HOLD * 1e6)}\n"
     + """
 local now = clock(ARGV[3])
+local seconds = math.min(tonumber(ARGV[1]), max_hold)
+local hold_until = now + seconds
 if ARGV[5] == '1' then
   local L = load(KEYS[3], KEYS[4], false)
   if L.reset > 0 then
     L.remaining, L.limit = 0, 0
+    L.reset, L.early = math.min(L.reset, hold_until), math.min(L.early, hold_until)
     revoke(L, now)
     save(L, now, tonumber(ARGV[2]))
   end
 end
-local seconds = math.min(tonumber(ARGV[1]), max_hold)
-local hold_until = now + seconds
 local hold = redis.call('GET', KEYS[1])
 if (not hold) or tonumber(hold) < hold_until then
   local px = math.ceil(seconds / 1000) + tonumber(ARGV[2])

@@ -250,7 +250,8 @@ def _add_global_options(parser: argparse.ArgumentParser, *, in_command: bool) ->
         "--verbose",
         action="store_true",
         default=default(False),
-        help="say each retry on stderr (always on when stderr is a terminal)",
+        help="say each retry on stderr (always on when stderr is a terminal), and at the "
+        "end the rate limit the server's answers advertised",
     )
     if not in_command:
         group.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")

@@ -11,6 +11,7 @@ import attrs
 
 from asyncapi_client._checkpoint import Checkpoint
 from asyncapi_client._client import Client
+from asyncapi_client._limiters import LocalLimiter, unlimited_until_told
 from asyncapi_client._models import LeaderboardEntry, LeaderboardPage, Order, OrdersPage
 from asyncapi_client._network import HostConfigError, Hosts, Network
 from asyncapi_client._retry import RetryEvent
@@ -28,6 +29,7 @@ __all__ = [
     "client_for",
     "first_walk",
     "leaderboard",
+    "limit_lines",
     "markets",
     "order_walks",
     "orders",
@@ -53,12 +55,15 @@ class Context:
     """What a command works with: its arguments, the renderer, and the environment.
 
     ``on_retry`` (when retries are shown) is handed to the Client: one line per retry.
+    ``limiter`` is every Client's of the run: what it learned of the limits is shown by
+    ``--verbose`` at the end.
     """
 
     args: argparse.Namespace
     render: Renderer
     environ: Mapping[str, str]
     on_retry: Callable[[RetryEvent], None] | None = None
+    limiter: LocalLimiter = attrs.field(factory=unlimited_until_told)
 
 
 def client_for(ctx: Context, needs: Network | None = None) -> Client:
@@ -81,7 +86,26 @@ def client_for(ctx: Context, needs: Network | None = None) -> Client:
         deadline=args.deadline,
         max_retries=args.max_retries,
         on_retry=ctx.on_retry,
+        limiter=ctx.limiter,
     )
+
+
+async def limit_lines(limiter: LocalLimiter) -> list[str]:
+    """What ``--verbose`` says at the end of a run of the rate limit each network's
+    answers advertised (a line a network; none for a network that advertised none)."""
+    lines = []
+    for network in Network:
+        status = await limiter.status(network)
+        if status.source is None:
+            continue
+        left = "?" if status.remaining is None else str(status.remaining)
+        of = "" if status.limit is None else f" of {status.limit}"
+        resets = "" if status.reset is None else f", resets in {status.reset:.1f} s"
+        lines.append(
+            f"rate limit [{network.value}]: {left}{of} requests left{resets} "
+            "(from the server's rate-limit headers)"
+        )
+    return lines
 
 
 async def tokens(ctx: Context) -> int:

@@ -16,7 +16,7 @@ from asyncapi_client._retry import RetryEvent
 from . import _commands, _fake, _parquet, _watch
 from ._args import FILE_FORMATS, PROG, ShowVersion, UsageError, build_parser
 from ._checkpoint import CheckpointWriteError
-from ._commands import Context
+from ._commands import Context, limit_lines
 from ._render import Output, OutputWriteError, isatty, renderer, writing
 from ._signals import Interrupted, exit_status, signals_saved, stoppable
 from ._text import OutputError, visible
@@ -199,13 +199,27 @@ def _context(
     return Context(args, render, env, on_retry), out
 
 
+async def _command(ctx: Context, err: IO[str]) -> int:
+    """The command; with ``--verbose``, then what was learned of the rate limits."""
+    try:
+        status: int = await ctx.args.run(ctx)
+    finally:
+        if ctx.args.verbose:
+            for line in await limit_lines(ctx.limiter):
+                try:
+                    err.write(f"{PROG}: {_line(line)}\n")
+                except (OSError, ValueError):  # pragma: no cover - stderr gone
+                    break
+    return status
+
+
 def _run(ctx: Context, out: Output, ending: _Ending) -> int:
     """Run the command on a fresh event loop; every failure it ends with becomes one line
     and its status."""
     try:
         with signals_saved():
             try:
-                status: int = asyncio.run(stoppable(ctx.args.run(ctx)))
+                status: int = asyncio.run(stoppable(_command(ctx, ending.stderr)))
             except BaseExceptionGroup as group:
                 raise _first_leaf(group) from None
     except Interrupted as exc:  # SIGINT or SIGTERM: the command has unwound

@@ -117,6 +117,19 @@ class QuotaWindows:
         """The end of the window of length ``window`` that holds ``now``."""
         return self._started + (math.floor((now - self._started) / window) + 1) * window
 
+    @property
+    def started(self) -> float:
+        """When the windows started (``time.monotonic()``)."""
+        return self._started
+
+    def index(self, at: float) -> int | None:
+        """The number of the window of the current length that holds ``at`` (the first is
+        0); None without a quota."""
+        quota = self._quota
+        if quota is None:
+            return None
+        return math.floor((at - self._started) / quota.window)
+
     def set(self, quota: Quota | None, now: float) -> None:
         """Change the quota at once: the count of the current window is kept."""
         with self._lock:

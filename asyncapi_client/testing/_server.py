@@ -459,6 +459,22 @@ class FakeServer:
         self._quota.set(_check_quota(value), time.monotonic())
 
     @property
+    def started_at(self) -> float | None:
+        """``time.monotonic()`` when the server started (its quota windows count from
+        then); None before it started."""
+        return None if self._state is _State.UNOPENED else self._quota.started
+
+    def quota_window(self, at: float) -> int | None:
+        """The number of the quota window that holds ``at`` (a ``time.monotonic()`` value,
+        such as a recorded request's ``time``): windows are counted from 0 when the server
+        started, at the current quota's window length. None without a quota.
+
+        For counting where a client's requests landed: ``Counter(server.quota_window(r.time)
+        for r in server.requests if r.status == 200)``.
+        """
+        return self._quota.index(float(at))
+
+    @property
     def rate_limit_headers(self) -> HeaderMode | None:
         """How every answer advertises the quota: ``"ietf"``, ``"split"``, ``"x"`` or None."""
         return self._header_mode

@@ -50,7 +50,7 @@ def test_every_block_is_a_program_or_marked_as_a_fragment() -> None:
 
 
 def test_the_shared_local_limiter_program_holds_at_the_server() -> None:
-    (program,) = [p for p in PROGRAMS if "LocalLimiter" in p]
+    (program,) = [p for p in PROGRAMS if "LocalLimiter" in p and "quota=" not in p]
     printed = run(program)
     assert re.fullmatch(r"12 requests in \d\.\d\d s; at most 5 in any half second\n", printed)
     assert "`12 requests in 1.10 s; at most 5 in any half second`" in TEXT
@@ -62,5 +62,13 @@ def test_the_hold_program_prints_what_the_guide_shows() -> None:
     (program,) = [p for p in PROGRAMS if "clear_hold" in p]
     printed = run(program)
     after = TEXT.split(program, 1)[1]  # the program's closing fence, "It prints:", a block
+    shown = after.split("```\n", 2)[2].split("```", 1)[0]
+    assert printed == shown
+
+
+def test_the_learning_program_meets_an_advertised_quota_without_a_429() -> None:
+    (program,) = [p for p in PROGRAMS if "rate_limit_headers" in p]
+    printed = run(program)
+    after = TEXT.split(program, 1)[1]
     shown = after.split("```\n", 2)[2].split("```", 1)[0]
     assert printed == shown

@@ -118,3 +118,20 @@ async def test_a_fleet_learns_each_header_family_from_a_server(redis_url: str) -
         assert (status.limit, status.source) == (20, "headers"), family
         assert status.remaining is not None
         assert 15 <= status.remaining <= 17, family
+
+
+async def test_a_429_hold_ends_the_learned_window_with_it(redis_url: str) -> None:
+    """The server said when to come back: after a 1 s hold the fleet asks again then (its
+    first request learns anew), not at the learned window's reset 30 s away."""
+    async with RedisLimiter(redis_url, [], name="told") as one:
+        first = await one.acquire("pool", MAIN)
+        assert first.ticket is not None
+        one.observe(MAIN, Advertised(5, 30.0, 10), first.ticket)
+        await one.acquire("pool", MAIN)  # hands the answer over
+        await one.hold(MAIN, 1.0, retry_after="1")  # a 429 let through: Retry-After: 1
+        await one.clear_hold()  # the hold itself aside: what was learned of the window
+        after = await one.acquire("pool", MAIN)
+        assert after.reserved
+        assert after.wait <= 1.1  # the window ended with the hold, not at the 30 s reset
+        status = await one.status(MAIN)
+        assert status.limit is None  # learned again by the next answer

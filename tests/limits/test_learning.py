@@ -221,7 +221,8 @@ async def test_a_429_with_retry_after_holds_that_long_and_teaches_nothing() -> N
     ):
         await client.pool("p1")
         await client.pool("p2")  # a 429: held a second, then retried
-    assert server.arrived[2] - server.arrived[1] >= 0.95
+    # the hold is the Retry-After: not the learned window's reset, 30 s away
+    assert 0.95 <= server.arrived[2] - server.arrived[1] < 10.0
     assert [said.remaining for said in counting.observed if said is not None] == [10, 8]
 
 

@@ -23,6 +23,7 @@ from asyncapi_client import (
     LeaderboardEntry,
     LeaderboardPage,
     LimiterError,
+    LimitStatus,
     LocalLimiter,
     Market,
     MarketType,
@@ -246,6 +247,21 @@ def fleet_keys(limiter: RedisLimiter) -> None:
     keys: list[str] = limiter.keys("mainnet") + limiter.keys(Network.TESTNET)
     limiter.keys("mainet")  # type: ignore[arg-type]
     del keys
+
+
+async def learned_limits(url: str) -> None:
+    """Limits learned from the headers: learn=, max_wait=, rates=[], status() by network."""
+    local = LocalLimiter([], learn=True, max_wait=5.0)
+    fleet = RedisLimiter(url, [], name="bots", learn=False, max_wait=None)
+    status: LimitStatus = await local.status("mainnet")
+    other: LimitStatus = await fleet.status(Network.TESTNET)
+    limit: int | None = status.limit
+    remaining: int | None = status.remaining
+    reset: float | None = status.reset
+    source: str | None = other.source
+    await local.status("mainet")  # type: ignore[arg-type]
+    LocalLimiter(lern=True)  # type: ignore[call-arg]
+    del limit, remaining, reset, source
 
 
 def retry_event(event: RetryEvent) -> None:
