@@ -4,8 +4,8 @@ Run as ``python -m tests._learning_worker``. It prints ``ready`` once imported, 
 JSON line: ``base_url``, ``redis_url``, ``name`` (the RedisLimiter's), ``callers``,
 ``worker`` (sent as ``X-Worker``), ``start`` and ``end`` (``time.monotonic()``, which every
 process of the machine shares). From ``start`` to ``end`` it keeps ``callers`` calls of
-``pool`` going through a RedisLimiter without rates, then prints one JSON line: its
-successes and its errors by class, with the first message of each.
+``tokens`` (each a different search) going through a RedisLimiter without rates, then prints
+one JSON line: its successes and its errors by class, with the first message of each.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ async def run(config: dict[str, Any]) -> dict[str, Any]:
         nonlocal ok
         while time.monotonic() < end:
             try:
-                await client.pool(f"w{config['worker']}-{next(ids)}")
+                await client.tokens(search=f"w{config['worker']}-{next(ids)}")
             except ApiError as exc:
                 errors[type(exc).__name__] += 1
                 messages.setdefault(type(exc).__name__, str(exc))

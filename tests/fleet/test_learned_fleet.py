@@ -1,9 +1,10 @@
 """A fleet of processes on one RedisLimiter learns the quota a server advertises, as one.
 
 Four worker processes (tests/_learning_worker.py) share a RedisLimiter without rates; the
-server counts where requests land. The quota changes twice while they run (raised, then
-lowered below what was used) and a fifth process joins late: the fleet sees at most one 429
-per change and none otherwise, and uses at least 90 % of the quota.
+living fake counts where requests land (its record of each request, by quota window). The
+quota changes twice while they run (raised, then lowered below what was used) and a fifth
+process joins late: the fleet sees at most one 429 per change and none otherwise, and uses
+at least 90 % of the quota.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import json
 import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests._quota import QuotaServer
+from asyncapi_client.testing import FakeExchange, FakeServer, Quota
 
 pytest_plugins = ("tests._redis",)
 
@@ -26,6 +28,7 @@ FIRST, RAISED, LOWERED = 20, 30, 12
 CALLERS = 15  # per process
 #: Every process must have started within this (s), on a loaded machine too.
 START_TIMEOUT = 60.0
+EXCHANGE = FakeExchange.generate(seed=41, users=1, orders_per_user=1)
 
 
 async def _worker() -> asyncio.subprocess.Process:
@@ -57,12 +60,15 @@ async def _at(when: float) -> None:
 
 
 async def test_a_fleet_learns_its_quota_and_follows_its_changes(redis_url: str) -> None:
-    async with QuotaServer(FIRST, WINDOW, headers="ietf") as server:
+    quota = Quota(FIRST, WINDOW)
+    async with FakeServer(EXCHANGE, quota=quota, rate_limit_headers="ietf") as server:
         procs = list(await asyncio.gather(*(_worker() for _ in range(5))))
         try:
-            index, left = server.window_at(time.monotonic())
+            index = server.quota_window(time.monotonic())
+            assert index is not None
+            assert server.started_at is not None
             first = index + 1  # the first window counted: the fleet starts in the one before
-            begins = time.monotonic() + left - (first * WINDOW)  # when window 0 began
+            begins = server.started_at  # when window 0 began
 
             def window(k: int, into: float = 0.0) -> float:
                 return begins + (k + into) * WINDOW
@@ -83,9 +89,9 @@ async def test_a_fleet_learns_its_quota_and_follows_its_changes(redis_url: str) 
                 proc.stdin.write(json.dumps(config).encode() + b"\n")
                 await proc.stdin.drain()
             await _at(window(first + 2, 0.5))
-            server.quota = (RAISED, WINDOW)
+            server.quota = Quota(RAISED, WINDOW)
             await _at(window(first + 5, 0.6))
-            server.quota = (LOWERED, WINDOW)
+            server.quota = Quota(LOWERED, WINDOW)
             results = [await _result(proc, end - time.monotonic() + 30.0) for proc in procs]
         finally:
             for proc in procs:
@@ -94,13 +100,19 @@ async def test_a_fleet_learns_its_quota_and_follows_its_changes(redis_url: str) 
                     await proc.wait()
     assert [result["errors"] for result in results] == [{}] * 5, results
     counted = range(first, first + 8)
-    refused = [each.window - first for each in server.landed if each.status == 429]
+    landed = [
+        (server.quota_window(r.time), r.status, r.headers["X-Worker"]) for r in server.requests
+    ]
+    answered = Counter(window for window, status, _ in landed if status == 200)
+    refused = [
+        window - first for window, status, _ in landed if status == 429 and window is not None
+    ]
     refused = [k for k in refused if k >= 0]
     assert [k for k in refused if k < 2] == []  # the steady state: none
     assert len([k for k in refused if 2 <= k < 5]) <= 1  # the raise
     assert len([k for k in refused if k >= 5]) <= 1  # the lowering
     assert 4 not in refused  # the late process joined: no burst
     limits = [FIRST] * 2 + [RAISED] * 3 + [LOWERED] * 3
-    used = [server.answered(k) for k in counted]
+    used = [answered[k] for k in counted]
     assert sum(used) >= 0.9 * sum(limits), (used, limits)
-    assert any(each.worker == "4" for each in server.landed), "the late process sent nothing"
+    assert any(worker == "4" for _, _, worker in landed), "the late process sent nothing"

@@ -13,11 +13,12 @@ import redis.asyncio as aredis
 from asyncapi_client import Client, LimitStatus, Network, Rate, RateLimitError
 from asyncapi_client._learning import Advertised
 from asyncapi_client.fleet import RedisLimiter
-from tests._quota import QuotaServer
+from asyncapi_client.testing import FakeExchange, FakeServer, Quota
 
 pytest_plugins = ("tests._redis",)
 
 MAIN = Network.MAINNET
+EXCHANGE = FakeExchange.generate(seed=43, users=1, orders_per_user=1)
 
 
 @pytest.fixture
@@ -88,32 +89,32 @@ async def test_max_wait_raises_at_once_in_a_fleet_too(redis_url: str) -> None:
     assert "max_wait=0.5" in repr(limiter)
     async with (
         limiter,
-        QuotaServer(100, 60.0, headers=None) as server,
+        FakeServer(EXCHANGE, quota=Quota(100, 60.0)) as server,
         Client(base_url=server.base_url, limiter=limiter) as client,
     ):
-        await client.pool("p1")
+        await client.tokens(search="a")
         started = time.monotonic()
         with pytest.raises(RateLimitError, match="max_wait") as raised:
-            await client.pool("p2")
+            await client.tokens(search="b")
         assert time.monotonic() - started < 0.5
         assert raised.value.attempts == 0
         assert raised.value.retry_after is not None
         assert 9.0 < raised.value.retry_after <= 10.1
         status = await limiter.status("mainnet")
     assert (status.limit, status.remaining, status.source) == (1, 0, "rates")  # not booked
-    assert len(server.landed) == 1
+    assert len(server.requests) == 1
 
 
 async def test_a_fleet_learns_each_header_family_from_a_server(redis_url: str) -> None:
     for family in ("ietf", "split", "x"):
         async with (
             RedisLimiter(redis_url, [], name=f"family-{family}") as limiter,
-            QuotaServer(20, 60.0, headers=family) as server,
+            FakeServer(EXCHANGE, quota=Quota(20, 60.0), rate_limit_headers=family) as server,
             Client(base_url=server.base_url, limiter=limiter) as client,
         ):
             for n in range(3):
-                await client.pool(f"p{n}")
-            await client.pool("p3")  # its reservation hands the third answer over
+                await client.tokens(search=f"t{n}")
+            await client.tokens(search="t3")  # its reservation hands the third answer over
             status = await limiter.status(MAIN)
         assert (status.limit, status.source) == (20, "headers"), family
         assert status.remaining is not None

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from asyncapi_client import Client
-from tests._quota import QuotaServer
+from asyncapi_client.testing import FakeExchange, FakeServer, Quota
 from tests._telemetry import READER, install_providers
 
 
@@ -31,11 +31,13 @@ def gauges() -> dict[str, list[Any]]:
 
 async def test_the_gauges_show_the_remaining_quota_and_the_limit() -> None:
     async with (
-        QuotaServer(50, 60.0, headers="split") as server,
+        FakeServer(
+            FakeExchange.generate(seed=3), quota=Quota(50, 60.0), rate_limit_headers="split"
+        ) as server,
         Client(base_url=server.base_url, telemetry=True) as client,
     ):
         for n in range(3):
-            await client.pool(f"p{n}")
+            await client.tokens(search=f"t{n}")
         found = gauges()
     main = {"asyncapi_client.network": "mainnet"}
     remaining = found["asyncapi_client.ratelimit.remaining"]
