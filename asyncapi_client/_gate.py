@@ -122,10 +122,10 @@ class LimiterStage:
     def read(self, call: Call, headers: Mapping[str, str], sent: float) -> None:
         """Hand the limiter what an answer's rate-limit headers say (three lookups when
         there are none); ``sent``: when the attempt was let go (:meth:`admit`)."""
-        self._answering()
-        get = headers.get
+        if self._sending:
+            self._answering()
         network = call.request.network
-        if get(_IETF) is None and get(_SPLIT) is None and get(_X) is None:
+        if _IETF not in headers and _SPLIT not in headers and _X not in headers:
             quiet = self._quiet
             if quiet is not None and network in quiet:
                 return  # no limit advertised on a network that never had one: nothing new
@@ -150,7 +150,8 @@ class LimiterStage:
         ):
             self.read(call, error.headers, sent)
             return
-        self._answering()
+        if self._sending:
+            self._answering()
         network = call.request.network
         assert self._observe is not None
         self._observe(network, None, sent, isinstance(error, TransportError))
@@ -165,7 +166,7 @@ class LimiterStage:
 
     def _answering(self) -> None:
         """The current task's attempt was answered or failed: it sends no more."""
-        if self._sending and (task := asyncio.current_task()) is not None:
+        if (task := asyncio.current_task()) is not None:
             self._sending.discard(task)
 
     def _wake(self, network: Network) -> None:
