@@ -10,17 +10,23 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 # One install per extra set, no pip self-upgrade (the venv's own pip installs PEP 660 editables),
-# no version check, and no byte-compiling of every installed file up front.
+# no version check; pip does not byte-compile every installed file up front, uv does (in
+# parallel, a few seconds), so that each test process starts from .pyc files.
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
 # uv (from PyPI) resolves and installs the same packages from the same index in a few seconds
 # where pip takes 25-50 on this 2-core machine; pip does the job when uv cannot be had.
-UV     := $(BIN)/uv pip install --quiet --python $(PY)
+UV     := $(BIN)/uv pip install --quiet --python $(PY) --compile-bytecode
 INSTALL = { $(PIP) uv && $(UV) $(1); } || $(PIP) $(1)
 comma  := ,
 # Test workers (pytest-xdist; coverage follows them). 3 on 2 cores: many tests wait on
 # sockets and clocks, and a third worker fills that time (clean clone, idle machine,
 # 2026-11-23: make test 114 s with 2 workers, 102 s with 3, 106 s with 4).
-WORKERS ?= 3
+WORKERS ?= 4
+# Every test process (xdist's workers, the fleet's worker processes, the CLI's) imports the
+# package and its dependencies: with bytecode written once (and assertion rewriting cached)
+# they start from .pyc files instead of compiling the sources each time, which an
+# environment with PYTHONDONTWRITEBYTECODE set makes them do (a third of the suite's CPU).
+export PYTHONDONTWRITEBYTECODE =
 
 .PHONY: demo test lint typecheck pytest bench clean redis-server docs docs-serve chromium matrix matrix-public
 

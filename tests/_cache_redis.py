@@ -20,6 +20,7 @@ import redis.asyncio as aredis
 from asyncapi_client import Client
 from asyncapi_client.fleet import RedisCache
 from asyncapi_client.testing import FakeServer
+from tests._env import worker_env
 
 if TYPE_CHECKING:
     from tests._redis import RedisServer
@@ -93,7 +94,7 @@ def worker(prelude: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=worker_env(PYTHONPATH=str(ROOT)),
         text=True,
     )
     try:

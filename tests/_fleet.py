@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests._env import worker_env
+
 __all__ = ["RUN_TIMEOUT", "START_DELAY", "WORKERS", "Fleet", "prioritized"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ class Fleet:
     """The worker processes, started once for the module (start-up is the slow part)."""
 
     def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = worker_env(PYTHONPATH=str(ROOT))
         self.procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests._fleet_worker"],

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import copy
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 import redis
 
 from asyncapi_client.testing import FakeExchange
+from tests._env import worker_env
 
 __all__ = [
     "OPEN",
@@ -83,7 +83,7 @@ class WatchWorker:
         self.config = {**config, "worker": worker}
         self.events: list[dict[str, Any]] = []
         self._changed = threading.Condition()
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env = worker_env(PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests._fleet_watch_worker", json.dumps(self.config)],
             stdin=subprocess.PIPE,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from asyncapi_client.testing import FakeExchange, FakeServer
+from tests._env import worker_env
 from tests._rediscache import keys_and_ttls, until_waiting
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ async def server() -> AsyncIterator[FakeServer]:
 @pytest.fixture(scope="module")
 def workers() -> Iterator[list[subprocess.Popen[str]]]:
     """The worker processes, started once for the module (start-up is the slow part)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = worker_env(PYTHONPATH=str(ROOT))
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests._cache_worker"],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from benchmarks._memory import CACHE_BYTES
 from benchmarks._server import ServerProcess
+from tests._env import worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = 200_000
@@ -34,6 +35,7 @@ def walk(server: ServerProcess, contender: str) -> dict[str, float]:
             "1000",
         ],
         cwd=ROOT,
+        env=worker_env(),
         capture_output=True,
         text=True,
         timeout=300,

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._env import worker_env
+
 ROOT = Path(__file__).resolve().parents[2]
 ORDERS = 32_000  # in all, either way
 ROWS_PER_GROUP = 2_048
@@ -83,7 +85,7 @@ def growth(users: int, out: Path, mode: str = "file") -> int:
         timeout=300,
         check=False,
         cwd=ROOT,
-        env={**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"},
+        env=worker_env(ARROW_DEFAULT_MEMORY_POOL="system"),
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

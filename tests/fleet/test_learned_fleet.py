@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncapi_client.testing import FakeExchange, FakeServer, Quota
+from tests._env import worker_env
 
 pytest_plugins = ("tests._redis",)
 
@@ -39,7 +39,7 @@ async def _worker() -> asyncio.subprocess.Process:
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=worker_env(PYTHONPATH=str(ROOT)),
     )
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault
+from tests._env import worker_env
 
 ROOT = Path(__file__).resolve().parents[2]
 FINAL = frozenset({"FILLED", "CANCELLED", "EXPIRED"})
@@ -43,6 +44,7 @@ def start_watcher(
             str(out),
         ],
         cwd=ROOT,
+        env=worker_env(),
         stderr=subprocess.DEVNULL,
     )
 
