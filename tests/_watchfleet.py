@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -20,7 +21,6 @@ from typing import Any
 import redis
 
 from asyncapi_client.testing import FakeExchange
-from tests._env import worker_env
 
 __all__ = [
     "OPEN",
@@ -83,7 +83,7 @@ class WatchWorker:
         self.config = {**config, "worker": worker}
         self.events: list[dict[str, Any]] = []
         self._changed = threading.Condition()
-        env = worker_env(PYTHONPATH=str(ROOT))
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests._fleet_watch_worker", json.dumps(self.config)],
             stdin=subprocess.PIPE,
