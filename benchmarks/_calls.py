@@ -64,8 +64,19 @@ def work(n: int, conc: int, ids: Ids, first: int = 0, prefix: str = "pool") -> l
     return lists
 
 
+def _blocking(call: Any, lists: Sequence[Sequence[str]]) -> None:
+    for args in lists:
+        for arg in args:
+            call(arg)
+
+
 async def drive(call: Call, lists: Sequence[Sequence[str]], conc: int) -> None:
-    """Make the calls of :func:`work` with ``conc`` tasks, the same way for every contender."""
+    """Make the calls of :func:`work` with ``conc`` tasks, the same way for every contender.
+    A blocking contender's calls (``blocking`` on its client) are made one after another in
+    a thread without an event loop, one hand-over a batch."""
+    if getattr(getattr(call, "__self__", None), "blocking", False):
+        await asyncio.to_thread(_blocking, call, lists)
+        return
     if conc == 1:
         for args in lists:
             for arg in args:

@@ -164,8 +164,11 @@ class WithResponse(Ours):
 
 class SyncOurs:
     """``asyncapi_client.SyncClient`` with its defaults: each blocking call is handed to the
-    client's own loop thread and waited for (the driver's loop is blocked meanwhile, as any
-    caller's thread would be)."""
+    client's own loop thread and waited for. Its calls are plain functions: the driver makes
+    a batch of them in a thread of its own without an event loop, as a user's script does
+    (a SyncClient refuses a call from a thread whose loop is running)."""
+
+    blocking: Final = True
 
     def __init__(self, base_url: str, **options: Any) -> None:
         self.client = SyncClient(base_url=base_url, testnet_base_url=base_url, **options)
@@ -176,10 +179,10 @@ class SyncOurs:
     async def __aexit__(self, *exc_info: object) -> None:
         self.client.close()
 
-    async def pool(self, pool_id: str) -> object:
+    def pool(self, pool_id: str) -> object:
         return self.client.pool(pool_id)
 
-    async def orders(self, address: str, limit: int, cursor: str | None) -> object:
+    def orders(self, address: str, limit: int, cursor: str | None) -> object:
         return self.client.orders(address, limit=limit, cursor=cursor)
 
 
