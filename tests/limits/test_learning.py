@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
+import aiohttp
 import pytest
 from aiohttp import web
 
@@ -324,3 +325,26 @@ async def test_status_says_what_is_known_and_from_where() -> None:
     assert (await limiter.status(MAIN)).source == "rates"  # 2 left beat 40
     with pytest.raises(ValueError, match="unknown network"):
         await limiter.status("mainet")  # type: ignore[arg-type]
+
+
+async def test_a_call_made_inside_the_first_request_does_not_wait_for_its_answer() -> None:
+    """A trace hook's call runs in the task of the attempt it traces: waiting for that
+    attempt's answer (nothing learned yet) would wait for itself until the lease runs out."""
+    nested: list[str] = []
+
+    async def on_start(*_: object) -> None:
+        if not nested:  # once (the nested call's own start comes here too)
+            nested.append("asking")
+            nested.append((await client.pool("p2")).pool_id)
+
+    config = aiohttp.TraceConfig()
+    config.on_request_start.append(on_start)
+    async with (
+        serving(split(30, 60, 30)) as server,
+        Client(
+            base_url=server.base_url, limiter=LocalLimiter([]), trace_configs=[config]
+        ) as client,
+    ):
+        async with asyncio.timeout(5):  # the lease would be 10 s
+            pool = await client.pool("p1")
+    assert (pool.pool_id, nested) == ("p1", ["asking", "p2"])
