@@ -23,9 +23,11 @@ from asyncapi_client import (
     Network,
     Rate,
     RateLimitError,
+    RequestTimeoutError,
 )
 from asyncapi_client._learning import Advertised
 from tests._oracle import pool_wire
+from tests._rawserver import RawServer, hang
 from tests._windows import max_in_window
 
 MAIN = Network.MAINNET
@@ -348,3 +350,25 @@ async def test_a_call_made_inside_the_first_request_does_not_wait_for_its_answer
         async with asyncio.timeout(5):  # the lease would be 10 s
             pool = await client.pool("p1")
     assert (pool.pool_id, nested) == ("p1", ["asking", "p2"])
+
+
+async def test_a_first_request_that_times_out_lets_the_others_go_together() -> None:
+    """Nothing learned, the first request meets a server that never answers: its timeout
+    ends the others' wait for everyone (they are not sent one at a time, each after the
+    previous one's timeout)."""
+    async with (
+        RawServer(default=hang()) as server,
+        Client(
+            base_url=server.base_url, limiter=LocalLimiter([]), timeout=0.3, max_retries=0
+        ) as client,
+    ):
+
+        async def timed(pool_id: str) -> float:
+            started = time.monotonic()
+            with pytest.raises(RequestTimeoutError):
+                await client.pool(pool_id)
+            return time.monotonic() - started
+
+        elapsed = await asyncio.gather(*(timed(f"p{n}") for n in range(6)))
+    # the first at its timeout; the others one timeout later at most, not up to six
+    assert max(elapsed) < 0.3 * 2 + 0.4, elapsed
