@@ -132,12 +132,7 @@ class LimiterStage:
             limits = None
         else:
             limits = read_limits(headers)
-        assert self._observe is not None
-        self._observe(network, limits, sent, True)
-        if limits is not None and self._telemetry is not None:
-            self._telemetry.quota(network, limits.remaining, limits.limit)
-        if self._answered:
-            self._wake(network)
+        self._tell(network, limits, sent, True)
 
     def failed(self, call: Call, error: BaseException, sent: float) -> None:
         """After an attempt that failed: an error answer's headers are read as any answer's,
@@ -152,9 +147,15 @@ class LimiterStage:
             return
         if self._sending:
             self._answering()
-        network = call.request.network
+        self._tell(call.request.network, None, sent, isinstance(error, TransportError))
+
+    def _tell(self, network: Network, limits: Advertised | None, sent: float, heard: bool) -> None:
+        """The limiter learns from one answer (or failure); telemetry shows the limits read,
+        and the calls of this stage waiting for an answer to ``network`` ask again."""
         assert self._observe is not None
-        self._observe(network, None, sent, isinstance(error, TransportError))
+        self._observe(network, limits, sent, heard)
+        if limits is not None and self._telemetry is not None:
+            self._telemetry.quota(network, limits.remaining, limits.limit)
         if self._answered:
             self._wake(network)
 

@@ -373,9 +373,9 @@ class Learned:
         "window",
     )
 
-    def __init__(self, *, rated: bool = False) -> None:
+    def __init__(self, *, rated: bool = False, heard: bool = False) -> None:
         self.rated = rated
-        self.heard = False
+        self.heard = heard
         self.limit: int | None = None
         self.window: float | None = None
         self.reset = -math.inf

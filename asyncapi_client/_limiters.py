@@ -327,8 +327,7 @@ class _NetworkState:
         self.retry_after: str | None = None
         self.last = -math.inf
         self.starts: list[deque[float]] = [deque(maxlen=rate.count) for rate in rates]
-        self.learned = Learned(rated=bool(rates))
-        self.learned.heard = heard
+        self.learned = Learned(rated=bool(rates), heard=heard)
 
 
 #: Every LocalLimiter of the process, so that a forked child can renew their locks.
