@@ -26,6 +26,7 @@ from asyncapi_client import Network, Rate
 from asyncapi_client._learning import Advertised
 from asyncapi_client.fleet import RedisLimiter
 from tests._redis import RedisServer
+from tests._rediscache import script_calls
 
 from ._stats import format_table, per_round_ratios, spread, summary
 
@@ -54,11 +55,6 @@ HEADERS: Final = (
 )
 
 
-async def _script_calls(client: aredis.Redis) -> int:
-    stats = await client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{cmd}", {}).get("calls", 0)) for cmd in ("evalsha", "eval"))
-
-
 async def _once(url: str, kind: str, n: int, round_: int) -> dict[str, float]:
     """``n`` reservations of one kind on a limiter of its own name; per reservation."""
     name = f"learned-{kind}-{round_}"
@@ -67,7 +63,7 @@ async def _once(url: str, kind: str, n: int, round_: int) -> dict[str, float]:
         aredis.Redis.from_url(url) as counter,
     ):
         await limiter.acquire("pool", MAIN)  # the scripts loaded, the connection made
-        before = await _script_calls(counter)
+        before = await script_calls(counter)
         cpu, wall = time.process_time(), time.perf_counter()
         for number in range(n):
             admission = await limiter.acquire("pool", MAIN)
@@ -75,7 +71,7 @@ async def _once(url: str, kind: str, n: int, round_: int) -> dict[str, float]:
                 said = Advertised(1_000_000 - number, 60.0, 1_000_000)
                 limiter.observe(MAIN, said, admission.ticket)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        calls = await _script_calls(counter) - before
+        calls = await script_calls(counter) - before
     return {"calls": calls / n, "cpu_us": cpu / n * 1e6, "wall_us": wall / n * 1e6}
 
 

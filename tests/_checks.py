@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
-__all__ = ["TraceRecorder", "assert_clean", "settled", "stray_tasks"]
+if TYPE_CHECKING:
+    from asyncapi_client import Client
+
+__all__ = ["TraceRecorder", "assert_clean", "nested_call", "settled", "stray_tasks"]
 
 
 def stray_tasks() -> set[asyncio.Task[Any]]:
@@ -93,3 +96,18 @@ class TraceRecorder:
     @property
     def attempts(self) -> int:
         return len(self.starts)
+
+
+def nested_call(nested: list[str], client: Callable[[], Client]) -> aiohttp.TraceConfig:
+    """A trace config whose hook, at the first request's start, makes a call of its own
+    (``pool("p2")`` of ``client()``): in the task of the attempt it traces. ``nested``
+    records ``"asking"``, then the pool id answered."""
+
+    async def on_start(*_: object) -> None:
+        if not nested:  # once (the nested call's own start comes here too)
+            nested.append("asking")
+            nested.append((await client().pool("p2")).pool_id)
+
+    config = aiohttp.TraceConfig()
+    config.on_request_start.append(on_start)
+    return config

@@ -14,12 +14,20 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aredis
 
-__all__ = ["RedisServer", "find_redis_server", "own_redis", "redis_server", "redis_url"]
+__all__ = [
+    "RedisServer",
+    "find_redis_server",
+    "own_redis",
+    "redis_client",
+    "redis_server",
+    "redis_url",
+]
 
 #: How long a redis-server may take to answer its first PING on a loaded machine.
 START_TIMEOUT = 20.0
@@ -186,3 +194,13 @@ def redis_url(redis_server: RedisServer) -> str:
 def own_redis() -> Iterator[RedisServer]:
     """A redis-server of this test's own, for tests that kill and restart it."""
     yield from _started()
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[aredis.Redis]:
+    """A plain redis-py client of the test's Redis, to look at what was written there."""
+    client = aredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()

@@ -1,6 +1,6 @@
-"""What RedisCache leaves in a real Redis: its keys with their TTLs, and a bounded wait for
-the processes registered as waiting for a fetch. Shared by the one-process and the fleet
-tests of the cache."""
+"""What our Redis users leave in a real Redis: its keys with their TTLs, the script calls it
+ran, and a bounded wait for the processes registered as waiting for a fetch. Shared by the
+one-process and the fleet tests of the cache and the limiter, and the benchmarks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 
 import redis.asyncio as aredis
 
-__all__ = ["WAIT", "keys_and_ttls", "until_waiting"]
+__all__ = ["WAIT", "keys_and_ttls", "script_calls", "until_waiting"]
 
 #: How long a condition on Redis may take to hold on a loaded machine (a bound, not a pace).
 WAIT = 20.0
@@ -38,3 +38,12 @@ async def until_waiting(url: str, count: int) -> None:
                 await asyncio.sleep(0.005)
     finally:
         await redis.aclose()
+
+
+async def script_calls(client: aredis.Redis) -> int:
+    """Script calls Redis has run so far (its own count, ``INFO commandstats``): the round
+    trips of the limiters and caches, counted where they land."""
+    stats = await client.info("commandstats")
+    return sum(
+        int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("evalsha", "eval")
+    )

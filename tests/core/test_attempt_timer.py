@@ -19,6 +19,7 @@ import pytest
 
 from asyncapi_client import Client, Pool, RequestTimeoutError, TransportError
 from asyncapi_client._timeouts import AttemptTimer
+from tests._checks import nested_call
 from tests._oracle import pool_json
 from tests._rawserver import RawServer, hang, respond
 
@@ -254,14 +255,7 @@ async def test_a_call_waiting_for_its_slot_at_close_sends_nothing() -> None:
 async def test_an_attempt_made_inside_another_of_the_same_task_keeps_both_timeouts() -> None:
     # A trace hook that makes a call of its own runs it in the task of the attempt it traces.
     nested: list[str] = []
-
-    async def on_start(*_: object) -> None:
-        if not nested:  # once (the nested call's own start comes here too)
-            nested.append("asking")
-            nested.append((await client.pool("p2")).pool_id)
-
-    config = aiohttp.TraceConfig()
-    config.on_request_start.append(on_start)
+    config = nested_call(nested, lambda: client)
     async with (
         RawServer([respond(200, pool_json())], default=hang()) as server,
         Client(

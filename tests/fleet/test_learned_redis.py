@@ -5,7 +5,6 @@ max_wait, status()."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 import redis.asyncio as aredis
@@ -14,26 +13,12 @@ from asyncapi_client import Client, LimitStatus, Network, Rate, RateLimitError
 from asyncapi_client._learning import Advertised
 from asyncapi_client.fleet import RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Quota
+from tests._rediscache import script_calls
 
 pytest_plugins = ("tests._redis",)
 
 MAIN = Network.MAINNET
 EXCHANGE = FakeExchange.generate(seed=43, users=1, orders_per_user=1)
-
-
-@pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[aredis.Redis]:
-    client = aredis.Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
-
-
-async def script_calls(client: aredis.Redis) -> int:
-    """How many scripts Redis ran so far (EVALSHA and EVAL)."""
-    stats = await client.info("commandstats")
-    return sum(int(stats.get(f"cmdstat_{cmd}", {}).get("calls", 0)) for cmd in ("evalsha", "eval"))
 
 
 async def test_what_one_member_read_paces_the_others(redis_url: str) -> None:

@@ -11,7 +11,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -33,6 +33,7 @@ from asyncapi_client import fleet as fleet_module
 from asyncapi_client._limiters import MAX_HOLD, OperationName
 from asyncapi_client.fleet import CALL_TIMEOUT, EXPIRY_MARGIN_MS, HOLD_SEEN, RedisLimiter
 from asyncapi_client.testing import FakeExchange, FakeServer, Reply
+from tests._rediscache import script_calls
 from tests._windows import max_in_window, starts_after
 
 if TYPE_CHECKING:
@@ -42,16 +43,6 @@ pytest_plugins = ("tests._redis",)
 
 MAIN = Network.MAINNET
 MICRO = 1_000_000
-
-
-@pytest.fixture
-async def redis_client(redis_url: str) -> AsyncIterator[aredis.Redis]:
-    """A plain redis-py client of the test's Redis, to look at what the limiter wrote."""
-    client = aredis.Redis.from_url(redis_url)
-    try:
-        yield client
-    finally:
-        await client.aclose()
 
 
 def other_tasks() -> set[asyncio.Task[object]]:
@@ -768,12 +759,6 @@ def test_the_fleet_module_exports_the_fleet_classes_only() -> None:
 # --- the calls of one process waiting in a hold share the limiter's questions ------------------
 
 
-async def _script_calls(redis_client: aredis.Redis) -> int:
-    """Script calls Redis has run so far (its own count, ``INFO commandstats``)."""
-    stats = await redis_client.info("commandstats")
-    return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "eval"))
-
-
 async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
     redis_url: str, redis_client: aredis.Redis
 ) -> None:
@@ -791,9 +776,9 @@ async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
         calls = asyncio.gather(*[client.tokens() for _ in range(waiting)])
         # The time passing is what is measured: Redis's own count over 1.5 s of the hold.
         await asyncio.sleep(max(0.0, placed + 0.5 - time.monotonic()))
-        early = await _script_calls(redis_client)
+        early = await script_calls(redis_client)
         await asyncio.sleep(max(0.0, placed + 2.0 - time.monotonic()))
-        asked = await _script_calls(redis_client) - early
+        asked = await script_calls(redis_client) - early
         tokens = await calls
     assert len(tokens) == waiting
     assert len(server.requests) == waiting

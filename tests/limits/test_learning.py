@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
-import aiohttp
 import pytest
 from aiohttp import web
 
@@ -26,6 +25,7 @@ from asyncapi_client import (
     RequestTimeoutError,
 )
 from asyncapi_client._learning import Advertised
+from tests._checks import nested_call
 from tests._oracle import pool_wire
 from tests._rawserver import RawServer, hang
 from tests._windows import max_in_window
@@ -333,14 +333,7 @@ async def test_a_call_made_inside_the_first_request_does_not_wait_for_its_answer
     """A trace hook's call runs in the task of the attempt it traces: waiting for that
     attempt's answer (nothing learned yet) would wait for itself until the lease runs out."""
     nested: list[str] = []
-
-    async def on_start(*_: object) -> None:
-        if not nested:  # once (the nested call's own start comes here too)
-            nested.append("asking")
-            nested.append((await client.pool("p2")).pool_id)
-
-    config = aiohttp.TraceConfig()
-    config.on_request_start.append(on_start)
+    config = nested_call(nested, lambda: client)
     async with (
         serving(split(30, 60, 30)) as server,
         Client(
