@@ -28,7 +28,7 @@ class Calls:
     """Runs one client's Requests through its stages; ``whole``: each call returns the
     whole :class:`Response` (``client.with_response``) instead of the value."""
 
-    __slots__ = ("_cache", "_pipeline", "_telemetry", "whole")
+    __slots__ = ("_cache", "_pipeline", "_plain", "_telemetry", "whole")
 
     def __init__(
         self,
@@ -42,6 +42,8 @@ class Calls:
         self._cache = cache
         self._telemetry = telemetry
         self.whole = whole
+        #: Each call straight to the pipeline, for its value (no cache, no span).
+        self._plain = not whole and cache is None and telemetry is None
 
     @property
     def telemetry(self) -> Telemetry | None:
@@ -54,6 +56,8 @@ class Calls:
 
     def run(self, request: Request[T]) -> Coroutine[Any, Any, T]:
         """What a client's operation awaits: the value, or (``whole``) the Response."""
+        if self._plain:
+            return self._pipeline.value(request)
         if self.whole:
             return self.response(request)  # type: ignore[return-value]
         return self.value(request)

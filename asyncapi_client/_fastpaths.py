@@ -14,7 +14,6 @@ in (:func:`aiohttp_shortcuts`): this module imports no HTTP library.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -27,13 +26,10 @@ __all__ = [
     "AIOHTTP_VERIFIED",
     "FAST_BUILD",
     "FAST_BUILD_VERIFIED",
-    "INLINE_SLOTS",
     "PUBLIC_ONLY_ENV",
     "AiohttpShortcuts",
     "aiohttp_shortcuts",
     "builder_class",
-    "give_slot",
-    "take_slot",
 ]
 
 #: Set (to anything but "" or "0") to use only the public paths.
@@ -42,37 +38,6 @@ _ALLOWED: Final = sys.implementation.name == "cpython" and os.environ.get(PUBLIC
     "",
     "0",
 )
-
-# --- connection slots (asyncio.Semaphore) ---------------------------------------------------
-
-#: The free-slot case of ``max_connections``'s semaphore inlined (``Semaphore._value``,
-#: ``_waiters``, ``_wake_up_next``): no coroutine when a slot is free and nobody queues.
-#: Verified on CPython 3.11's asyncio. Public twin: ``await acquire()`` / ``release()``.
-#: A/B (``pool()`` CPU, public twin / shortcut, median of 30 rounds): 1.028 at concurrency 64,
-#: 1.010 at concurrency 1.
-INLINE_SLOTS: Final = _ALLOWED and sys.version_info[:2] == (3, 11)
-
-
-def take_slot(slots: asyncio.Semaphore) -> bool:
-    """Take a free slot without awaiting; False when the caller must ``await acquire()``."""
-    if INLINE_SLOTS:
-        held: Any = slots
-        if held._value > 0 and not held._waiters:
-            held._value -= 1
-            return True
-    return False
-
-
-def give_slot(slots: asyncio.Semaphore) -> None:
-    """Give back a slot taken by :func:`take_slot` or ``acquire()``."""
-    if INLINE_SLOTS:
-        held: Any = slots
-        held._value += 1
-        if held._waiters:
-            held._wake_up_next()
-    else:
-        slots.release()
-
 
 # --- the decoder's fast build (asyncapi_client/_decode.py) ---------------------------------
 

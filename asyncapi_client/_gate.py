@@ -64,6 +64,7 @@ class LimiterStage:
         "_observe",
         "_quiet",
         "_sending",
+        "_sends",
         "_telemetry",
         "can_learn",
         "learns",
@@ -110,6 +111,9 @@ class LimiterStage:
         #: The tasks with an admitted attempt of a learning limiter not yet answered: a
         #: call such a task makes meanwhile (from a trace hook) would wait for itself.
         self._sending: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        #: May ``_sending`` hold a task (a plain flag: a WeakSet's truth is Python code, and
+        #: the hot path asks after every answer)?
+        self._sends = False
         #: The networks a LocalLimiter learns nothing for (its own set, read only here).
         self._quiet = limiter.quiet if isinstance(limiter, LocalLimiter) else None
 
@@ -122,7 +126,7 @@ class LimiterStage:
     def read(self, call: Call, headers: Mapping[str, str], sent: float) -> None:
         """Hand the limiter what an answer's rate-limit headers say (three lookups when
         there are none); ``sent``: when the attempt was let go (:meth:`admit`)."""
-        if self._sending:
+        if self._sends:
             self._answering()
         network = call.request.network
         if _IETF not in headers and _SPLIT not in headers and _X not in headers:
@@ -145,7 +149,7 @@ class LimiterStage:
         ):
             self.read(call, error.headers, sent)
             return
-        if self._sending:
+        if self._sends:
             self._answering()
         self._tell(call.request.network, None, sent, isinstance(error, TransportError))
 
@@ -163,12 +167,14 @@ class LimiterStage:
         """``let_go``, once the current task is marked as sending an attempt (learning)."""
         if self.learns and (task := asyncio.current_task()) is not None:
             self._sending.add(task)
+            self._sends = True
         return let_go
 
     def _answering(self) -> None:
         """The current task's attempt was answered or failed: it sends no more."""
         if (task := asyncio.current_task()) is not None:
             self._sending.discard(task)
+        self._sends = bool(self._sending)
 
     def _wake(self, network: Network) -> None:
         waiting = self._answered.pop(network, None)
@@ -235,7 +241,7 @@ class LimiterStage:
         """Wait while the limiter awaits an answer to learn ``network``'s limit (``wait``:
         the soonest a slot may open); True: go now, for a call made inside its own task's
         attempt (a trace hook's), which would wait for itself."""
-        if self._sending and asyncio.current_task() in self._sending:
+        if self._sends and asyncio.current_task() in self._sending:
             return True
         if wait > LOOKAHEAD:  # ask again when it is close enough to be reserved
             await asyncio.sleep(min(wait - LOOKAHEAD, HOLD_RECHECK))

@@ -419,9 +419,21 @@ class AiohttpSender:
         timer = self._timer
         timed = None if timer is None else timer.start()
         try:
-            response, target, hops = await self._answer(
-                session, request, target, attempt, conditional
-            )
+            try:
+                response: aiohttp.ClientResponse | None = await self._request(
+                    session, request, target, attempt, conditional
+                )
+            except _DROPS as exc:
+                if not _stale(exc):
+                    raise
+                response = None  # sent on a stale kept-alive connection: sent again below
+            hops = 0
+            if response is None or (
+                response.status in _REDIRECT_STATUSES and "Location" in response.headers
+            ):
+                response, target, hops = await self._answer(
+                    session, request, target, attempt, conditional, response
+                )
             body = await self._body(response, url, network, conditional is not None)
         except _FAILURES as exc:
             # the cause is aiohttp's own error, not the _Dropped our middleware wraps it in
@@ -450,35 +462,39 @@ class AiohttpSender:
         target: URL,
         attempt: int,
         conditional: Mapping[str, str] | None,
+        first: aiohttp.ClientResponse | None,
     ) -> tuple[aiohttp.ClientResponse, URL, int]:
-        """The final answer of one GET of ``target``, with where it came from and the hops it
-        took: same-origin redirects followed (at most :data:`MAX_REDIRECTS`); a request lost
-        on a stale kept-alive connection sent again on a new one (our own session), or on
-        the next one while they are stale (a caller's session, whose pool we do not choose
-        from: at most ``max_connections`` times)."""
-        hops = resent = 0
+        """After a ``first`` answer that redirects, or none (None: the request was lost on a
+        stale kept-alive connection): the final answer, with where it came from and the hops
+        it took. Same-origin redirects are followed (at most :data:`MAX_REDIRECTS`); a
+        request lost on a stale connection is sent again on a new one (our own session), or
+        on the next one while they are stale (a caller's session, whose pool we do not
+        choose from: at most ``max_connections`` times)."""
+        hops, resent, response = 0, 0, first
         while True:
-            fresh = None if resent == 0 else _FRESH.set(True)
-            try:
-                response = await self._request(session, request, target, attempt, conditional)
-            except _DROPS as exc:
-                if not _stale(exc) or resent >= self._resends:
-                    raise
+            if response is None:  # lost on a stale connection
                 resent += 1
                 log.debug(
                     "GET %s [%s]: a stale kept-alive connection; sent again",
                     request.url,
                     request.network.value,
                 )
-                continue
+            elif response.status in _REDIRECT_STATUSES and "Location" in response.headers:
+                response.release()
+                target = _follow(request, response, target, hops)
+                hops += 1
+            else:
+                return response, target, hops
+            fresh = None if resent == 0 else _FRESH.set(True)
+            try:
+                response = await self._request(session, request, target, attempt, conditional)
+            except _DROPS as exc:
+                if not _stale(exc) or resent >= self._resends:
+                    raise
+                response = None
             finally:
                 if fresh is not None:
                     _FRESH.reset(fresh)
-            if response.status not in _REDIRECT_STATUSES or "Location" not in response.headers:
-                return response, target, hops
-            response.release()
-            target = _follow(request, response, target, hops)
-            hops += 1
 
     def _request(
         self,

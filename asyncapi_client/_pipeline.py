@@ -6,11 +6,13 @@ it to :meth:`Pipeline.value` (the decoded value) or :meth:`Pipeline.outcome` (ev
 
 1. :meth:`Pipeline._run` - coalescing: an identical request already in flight is joined
    (each caller bounded by its own deadline); if its leader is cancelled or ran out of its
-   own deadline, one of the joined callers takes over;
-2. :meth:`Pipeline._call` - the operation's ``deadline`` around everything below;
+   own deadline, one of the joined callers takes over. The leader opens the call's
+   :class:`~._request.Call`; the Outcome is made only when someone wants more than the value;
+2. :meth:`Pipeline._deadlined` - the operation's ``deadline`` around everything below;
 3. :meth:`Pipeline._attempts` - the retry loop, the one way attempts are made: per attempt,
    the limiter stage (asyncapi_client/_gate.py) when it has something to say, a connection
-   slot, one attempt by the sender (asyncapi_client/_http.py), then the decode;
+   slot (asyncapi_client/_slots.py), one attempt by the sender (asyncapi_client/_http.py),
+   then the decode;
 4. :meth:`Pipeline._after_failure` - after a failed attempt, the pure
    :func:`~asyncapi_client._retry.decide` says whether and how long to wait; this does what
    it says (the 429 hold, the retry hook, the wait) in one place.
@@ -46,11 +48,11 @@ from ._errors import (
     StatusError,
     TransportError,
 )
-from ._fastpaths import give_slot, take_slot
 from ._gate import LimiterStage
 from ._limiters import Limiter
 from ._request import Call, Outcome, Reply, Request, Sender
 from ._retry import Decision, RetryEvent, RetryPolicy, decide, mark_final
+from ._slots import Slots
 
 if TYPE_CHECKING:  # imported only when a client asks for telemetry
     from ._telemetry import Telemetry
@@ -107,7 +109,7 @@ class Pipeline:
         #: At most max_connections attempts at once, whether the session is ours or the
         #: caller's, queued here rather than in aiohttp's pool, so an attempt's timeout never
         #: counts the wait for one.
-        self._slots = asyncio.Semaphore(max_connections)
+        self._slots = Slots(max_connections)
         self._on_retry = on_retry or self._log_retry
         self._random = random.Random()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -176,31 +178,38 @@ class Pipeline:
     async def _run(
         self, request: Request[Any], conditional: Mapping[str, str] | None, value: bool
     ) -> Any:
-        """Coalesced unless ``conditional``; the Outcome, or its value alone (``value``)."""
+        """Coalesced unless ``conditional``; the Outcome, or its value alone (``value``: no
+        Outcome is made unless a follower waits for it)."""
         loop = asyncio.get_running_loop()
         if loop is not self._ready:
             self._open()  # opens lazily, or says why not (closed, another loop)
-        if not self._coalesce or conditional is not None:
-            outcome = await self._call(request, conditional)
-            return outcome.value if value else outcome
-        inflight = self._inflight
-        while request in inflight:
-            shared = await self._follow(request, loop)
-            if shared is not _RESTART:
-                return shared.value if value else shared
-            # the leader was cancelled or ran out of its deadline: lead, or join the new one
-        # The leader runs the request itself (no task); a future for the outcome is made
-        # only when a follower comes.
-        inflight[request] = None
+        leads = self._coalesce and conditional is None
+        if leads:
+            inflight = self._inflight
+            while request in inflight:
+                shared = await self._follow(request, loop)
+                if shared is not _RESTART:
+                    return shared.value if value else shared
+                # the leader was cancelled or ran out of its deadline: lead, or join the new one
+            # The leader runs the request itself (no task); a future for the outcome is made
+            # only when a follower comes.
+            inflight[request] = None
+        call = Call(request, time.monotonic(), conditional)
         try:
-            outcome = await self._call(request, None)
+            decoded = await (
+                self._attempts(call) if request.deadline is None else self._deadlined(call, loop)
+            )
         except BaseException as exc:
-            _hand_over(inflight.pop(request), exc)
+            if leads:
+                _hand_over(self._inflight.pop(request), exc)
             raise
-        shared = inflight.pop(request)
+        shared = self._inflight.pop(request) if leads else None
+        if shared is None and value:
+            return decoded
+        outcome = _outcome(call, decoded)
         if shared is not None and not shared.done():
             shared.set_result(outcome)
-        return outcome.value if value else outcome
+        return decoded if value else outcome
 
     async def _follow(self, request: Request[Any], loop: asyncio.AbstractEventLoop) -> Any:
         """Wait for the leader's outcome of ``request``, bounded by this caller's own
@@ -211,32 +220,23 @@ class Pipeline:
         if request.deadline is None:
             # shield: cancelling one follower must not cancel the shared outcome
             return await asyncio.shield(shared)
-        started = time.monotonic()
+        call = Call(request, time.monotonic(), None)
         try:
             async with asyncio.timeout(request.deadline):
                 return await asyncio.shield(shared)
         except TimeoutError as exc:
-            call = Call(request, started, None, None)
             raise _past_deadline(call, "") from exc
 
     # --- 2. the deadline --------------------------------------------------------------------
 
-    def _call(
-        self, request: Request[T], conditional: Mapping[str, str] | None
-    ) -> Coroutine[Any, Any, Outcome[T]]:
-        """The attempts of one call, under its deadline when it has one (a call without a
-        deadline pays nothing for it)."""
-        deadline = request.deadline
-        started = time.monotonic()
-        if deadline is None:
-            return self._attempts(Call(request, started, None, conditional))
-        expires = asyncio.get_running_loop().time() + deadline
-        return self._deadlined(Call(request, started, expires, conditional))
-
-    async def _deadlined(self, call: Call) -> Outcome[Any]:
-        assert call.expires is not None
+    async def _deadlined(self, call: Call, loop: asyncio.AbstractEventLoop) -> Any:
+        """The attempts of ``call`` under its request's deadline (a call without one pays
+        nothing for it: :meth:`_run` awaits :meth:`_attempts` itself)."""
+        deadline = call.request.deadline
+        assert deadline is not None
+        call.expires = expires = loop.time() + deadline
         try:
-            async with asyncio.timeout_at(call.expires) as scope:
+            async with asyncio.timeout_at(expires) as scope:
                 return await self._attempts(call)
         except TimeoutError as exc:
             if not scope.expired():
@@ -251,8 +251,9 @@ class Pipeline:
 
     # --- 3. the retry loop --------------------------------------------------------------------
 
-    async def _attempts(self, call: Call) -> Outcome[Any]:
-        """Attempt after attempt until one is answered or the retry policy gives up."""
+    async def _attempts(self, call: Call) -> Any:
+        """Attempt after attempt until one is answered or the retry policy gives up: the
+        answer's decoded value (the answer itself is kept as ``call.reply``)."""
         gate, slots = self._gate, self._slots
         while True:
             call.tries += 1
@@ -260,8 +261,10 @@ class Pipeline:
                 sent = call.started  # when the attempt was let go: the limiter's, if asked
                 if gate.needed(call):  # the idle default limiter is not asked at first
                     sent = await gate.admit(call, (self.testing or self.retry).retry_after_cap)
-                if not take_slot(slots):
-                    await slots.acquire()
+                if slots.free:  # a free slot, taken without a coroutine (see _slots.py)
+                    slots.free -= 1
+                else:
+                    await slots.take()
                 try:
                     if self._ready is None:  # closed while it waited for the slot
                         raise mark_final(_closed_during(call.request))
@@ -272,9 +275,13 @@ class Pipeline:
                         gate.failed(call, exc, sent)
                     raise
                 finally:
-                    give_slot(slots)
+                    if slots.waiting:
+                        slots.hand_over()
+                    else:
+                        slots.free += 1
                 if gate.learns:  # the answer's rate-limit headers, for the limiter
                     gate.read(call, reply.headers, sent)
+                call.reply = reply
                 return _decoded(call, reply)
             except ApiError as exc:
                 failed = _chained(call, exc)
@@ -377,16 +384,24 @@ class Pipeline:
         )
 
 
-def _decoded(call: Call, reply: Reply) -> Outcome[Any]:
-    """The Outcome of ``reply``: its body decoded (a DecodeError names the request); a 304
-    to a conditional call has no body and no value (None)."""
+def _decoded(call: Call, reply: Reply) -> Any:
+    """The value of ``reply``: its body decoded (a DecodeError names the request); a 304 to
+    a conditional call has no body and no value (None)."""
+    if reply.status == 304:
+        return None
     request = call.request
     try:
-        value = None if reply.status == 304 else request.decode(reply.body)
+        return request.decode(reply.body)
     except DecodeError as exc:
         exc.url, exc.network = request.url, request.network.value
         raise
-    # tuple.__new__: the named tuple's own __new__ is Python code, this is the hot path
+
+
+def _outcome(call: Call, value: Any) -> Outcome[Any]:
+    """The Outcome of an answered ``call`` whose value is ``value``."""
+    reply = call.reply
+    assert reply is not None
+    # tuple.__new__: the named tuple's own __new__ is Python code
     return tuple.__new__(
         Outcome,
         (
@@ -395,7 +410,7 @@ def _decoded(call: Call, reply: Reply) -> Outcome[Any]:
             reply.headers,
             reply.body,
             reply.url,
-            request.network,
+            call.request.network,
             call.attempts,
             time.monotonic() - call.started,
             None,

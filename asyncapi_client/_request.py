@@ -81,26 +81,26 @@ class Call:
         "conditional",
         "expires",
         "failed",
+        "reply",
         "request",
         "started",
         "tries",
     )
 
     def __init__(
-        self,
-        request: Request[Any],
-        started: float,
-        expires: float | None,
-        conditional: Mapping[str, str] | None,
+        self, request: Request[Any], started: float, conditional: Mapping[str, str] | None
     ) -> None:
         self.request = request
         self.started = started
-        self.expires = expires
+        #: When the call's deadline passes (``loop.time()``; None: no deadline).
+        self.expires: float | None = None
         self.conditional = conditional
         self.tries = 0
         self.attempts = 0
         self.asking = False
         self.failed: ApiError | None = None
+        #: The answer of the attempt that succeeded.
+        self.reply: Reply | None = None
 
 
 class Sender(Protocol):

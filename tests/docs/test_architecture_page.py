@@ -33,7 +33,7 @@ _DOTTED = re.compile(rf"{_IDENTIFIER}(?:\.{_IDENTIFIER})+")
 #: ``CacheStage``, ``AiohttpSender``: a capitalised name with a lower-case letter in it
 #: (``ENDPOINTS``, ``GET`` and ``C901`` are constants or words, not classes).
 _CLASS = re.compile(r"_?[A-Z][A-Za-z0-9]*[a-z][A-Za-z0-9]*")
-#: ``ENDPOINTS``, ``INLINE_SLOTS``: a constant of the package (an environment variable is
+#: ``ENDPOINTS``, ``FAST_BUILD``: a constant of the package (an environment variable is
 #: written with its value, ``NAME=1``, and is not one).
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z]{4,}")
 #: Paths outside the package, written relative to the repository: not the package's names.
@@ -239,7 +239,7 @@ def test_a_renamed_name_is_reported(package: Package) -> None:
         "`asyncapi_client/_gate.py` `_calls.py` `testing/_server.py` `_cli/` "
         "`asyncapi_client.testing` `CacheStage` `ValueError` `aiohttp.ClientSession` "
         "`make test` `tests/_rawserver.py` `ENDPOINTS` `OperationName` `asyncapi_client/` "
-        "`INLINE_SLOTS` `C901` `GET` `NAME=1`\n"
+        "`FAST_BUILD` `C901` `GET` `NAME=1`\n"
         "```sh\npython3 ../tools/check.py Pipeline.nothing\n```\n"
     )
     assert problems(text, package) == []
