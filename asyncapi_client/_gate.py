@@ -20,6 +20,7 @@ import inspect
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._errors import (
@@ -57,7 +58,6 @@ class LimiterStage:
 
     __slots__ = (
         "_answered",
-        "_idle_local",
         "_keeps_retry_after",
         "_margin",
         "_max_wait",
@@ -67,6 +67,7 @@ class LimiterStage:
         "_sends",
         "_telemetry",
         "can_learn",
+        "free",
         "learns",
         "limiter",
         "timeout",
@@ -87,10 +88,11 @@ class LimiterStage:
         )
         #: Does the limiter keep the server's Retry-After with a hold (for its messages)?
         self._keeps_retry_after = _takes_retry_after(limiter.hold)
-        #: A LocalLimiter without rates (the default) is not asked before a first attempt
-        #: unless a hold was placed or it learns a limit for the network (its rates are
-        #: fixed when it is made).
-        self._idle_local = limiter if type(limiter) is LocalLimiter and not limiter.rates else None
+        #: The networks a first attempt needs no question for (a LocalLimiter's own set,
+        #: read only here: no rate, no hold, nothing learned there); none for any other.
+        self.free: AbstractSet[Network] = (
+            limiter.free if type(limiter) is LocalLimiter else frozenset()
+        )
         max_wait = getattr(limiter, "max_wait", None)
         #: A wait longer than this (s) is raised as a RateLimitError at once (None: waited).
         self._max_wait: float | None = (
@@ -116,12 +118,6 @@ class LimiterStage:
         self._sends = False
         #: The networks a LocalLimiter learns nothing for (its own set, read only here).
         self._quiet = limiter.quiet if isinstance(limiter, LocalLimiter) else None
-
-    def needed(self, call: Call) -> bool:
-        """Whether the next attempt of ``call`` asks the limiter first (always, but for the
-        first attempt with the idle default limiter on a network with no limit)."""
-        local = self._idle_local
-        return call.failed is not None or local is None or not local.skips(call.request.network)
 
     def read(self, call: Call, headers: Mapping[str, str], sent: float) -> None:
         """Hand the limiter what an answer's rate-limit headers say (three lookups when

@@ -342,6 +342,7 @@ def unlimited_until_told() -> LocalLimiter:
     limiter = LocalLimiter()
     limiter._unlimited_first = True
     limiter.quiet.update(Network)
+    limiter.free.update(Network)
     return limiter
 
 
@@ -408,6 +409,11 @@ class LocalLimiter:
         #: an answer without limit headers tells nothing new (read, never changed, by the
         #: limiter stage).
         self.quiet: set[Network] = set() if self.learn else set(Network)
+        #: The networks a first attempt needs no question for: no rate, no hold, quiet. The
+        #: limiter stage reads it before every first attempt (one set lookup); a network
+        #: leaves it when a hold is placed or a limit is heard of, and comes back at the next
+        #: question that finds it quiet and free (a hold ends without anyone being told).
+        self.free: set[Network] = set() if self.rates else set(self.quiet)
         #: Per task waiting for its reservation: the network and the learning it was made
         #: under (see held()).
         self._granted: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[Network, int]] = (
@@ -430,14 +436,6 @@ class LocalLimiter:
         """True when no rate is set, no hold is in force and nothing is to be learned on
         any network: acquire() would say "go now"."""
         return len(self.quiet) == len(Network) and self._unlimited()
-
-    def skips(self, network: Network) -> bool:
-        """True when a first attempt to ``network`` needs no question: no rate, no hold,
-        and nothing learned or to be learned there (its answers carry no limit)."""
-        if network not in self.quiet or self.rates:
-            return False
-        holds_end = self._holds_end  # as in idle: no clock read while no hold was placed
-        return holds_end == -math.inf or holds_end <= time.monotonic()
 
     def _unlimited(self) -> bool:
         # One comparison (the hot path asks before every first attempt): the latest end of
@@ -463,6 +461,7 @@ class LocalLimiter:
                     wait=held, held=held, reserved=False, retry_after=state.retry_after
                 )
             if not self.rates and network in self.quiet:
+                self.free.add(network)  # no hold, nothing to learn: no question next time
                 return Admission(wait=0.0)
             start, allowed = self._start(state, now, weight)
             if not allowed:  # an answer is awaited: a first request's, or a later window's
@@ -526,8 +525,11 @@ class LocalLimiter:
             learned.observe(limits, sent, now, heard)
             if learned.limited:
                 self.quiet.discard(network)
+                self.free.discard(network)
             elif learned.heard:
                 self.quiet.add(network)
+                if not self.rates and self._state(network).hold_until <= now:
+                    self.free.add(network)
 
     async def status(self, network: Network | NetworkName) -> LimitStatus:
         """What is known of ``network``'s limit now (a :class:`Network` or its name)."""
@@ -575,6 +577,7 @@ class LocalLimiter:
             if until > state.hold_until:
                 state.hold_until = until
                 state.retry_after = shown_retry_after(retry_after)
+            self.free.discard(network)
             if until > self._holds_end:
                 self._holds_end = until
 
@@ -587,6 +590,8 @@ class LocalLimiter:
                 if only is None or name is only:
                     state.hold_until = -math.inf
                     state.retry_after = None
+                    if not self.rates and name in self.quiet:
+                        self.free.add(name)
             self._holds_end = max(
                 (state.hold_until for state in self._networks.values()), default=-math.inf
             )

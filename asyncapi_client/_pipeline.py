@@ -259,7 +259,7 @@ class Pipeline:
             call.tries += 1
             try:
                 sent = call.started  # when the attempt was let go: the limiter's, if asked
-                if gate.needed(call):  # the idle default limiter is not asked at first
+                if call.failed is not None or call.request.network not in gate.free:
                     sent = await gate.admit(call, (self.testing or self.retry).retry_after_cap)
                 if slots.free:  # a free slot, taken without a coroutine (see _slots.py)
                     slots.free -= 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+import time
 
 import pytest
 
@@ -14,6 +15,7 @@ from asyncapi_client._limiters import (
     MAX_HOLD,
     check_weights,
     shown_retry_after,
+    unlimited_until_told,
 )
 from tests._windows import max_in_window, most_in_any_window, starts_after, throughput_floor
 
@@ -257,3 +259,34 @@ async def test_local_limiter_holds_at_most_a_day(seconds: float) -> None:
     assert MAX_HOLD == 86_400.0
     assert MAX_HOLD - 60.0 < await limiter.held(Network.MAINNET) <= MAX_HOLD
     assert (await limiter.acquire("pool", Network.MAINNET)).wait <= MAX_HOLD
+
+
+async def test_a_held_network_leaves_the_fast_path_alone_and_comes_back_after() -> None:
+    """The networks a client's first attempt asks nothing for (``free``): a hold takes only
+    its network out; the first question after the hold ends brings it back."""
+    limiter = unlimited_until_told()
+    assert limiter.free == set(Network)
+    await limiter.hold(Network.MAINNET, 30.0, "30")
+    assert limiter.free == {Network.TESTNET}  # the other network keeps the fast path
+    assert not (await limiter.acquire("pool", Network.MAINNET)).reserved  # still held
+    assert limiter.free == {Network.TESTNET}
+    await limiter.clear_hold(Network.MAINNET)
+    assert limiter.free == set(Network)
+    await limiter.hold(Network.MAINNET, 1e-9)  # over before the next question
+    assert Network.MAINNET not in limiter.free
+    assert await limiter.acquire("pool", Network.MAINNET) == Admission(wait=0.0)
+    assert limiter.free == set(Network)
+
+
+async def test_a_limiter_with_rates_or_learning_keeps_no_network_free() -> None:
+    """Every first attempt asks a limiter with rates, and a learning one until an answer
+    without a limit made the network quiet."""
+    rated = LocalLimiter([Rate(5, 1.0)], learn=False)
+    await rated.acquire("pool", Network.MAINNET)
+    assert rated.free == set()
+    learning = LocalLimiter()
+    assert learning.free == set()
+    sent = time.monotonic()
+    await learning.acquire("pool", Network.MAINNET)
+    learning.observe(Network.MAINNET, None, sent)  # an answer without limit headers
+    assert learning.free == {Network.MAINNET}
