@@ -47,7 +47,7 @@ class AttemptTimer:
     away once no attempt is in flight (those still in flight keep their timeout).
     """
 
-    __slots__ = ("_closing", "_due", "_expired", "_handle", "_now", "timeout")
+    __slots__ = ("_closing", "_due", "_expired", "_handle", "_loop", "_now", "timeout")
 
     def __init__(self, timeout: float) -> None:
         if not (timeout > 0 and math.isfinite(timeout)):
@@ -60,23 +60,29 @@ class AttemptTimer:
         self._expired: dict[Attempt, int] = {}
         self._handle: asyncio.TimerHandle | None = None
         self._now: Callable[[], float] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
 
     def start(self) -> Attempt:
-        """An attempt of the current task begins (in the running loop)."""
-        task = _current_task()
+        """An attempt of the current task begins (in the loop of the first attempt: the
+        pipeline lets no call run in another)."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+            self._now = _clock(loop)
+        # The loop given: on CPython 3.11, finding the running loop asks the kernel for the
+        # process id each time (a system call per attempt).
+        task = _current_task(loop)
         if task is None:
             raise RuntimeError("an attempt runs inside a task")
         now = self._now
-        if now is None:
-            now = self._now = _clock(asyncio.get_running_loop())
+        assert now is not None
         attempt = (now() + self.timeout, task)
         due = self._due
         if attempt in due:  # pragma: no cover - two attempts of a task in one clock tick
             attempt = (math.nextafter(attempt[0], math.inf), task)
         due[attempt] = task.cancelling()
         if self._handle is None:
-            loop = asyncio.get_running_loop()
             self._handle = loop.call_later(self.timeout, self._fire, loop)
         return attempt
 
