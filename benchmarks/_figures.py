@@ -247,6 +247,9 @@ FIGURES: dict[str, Figure] = {
     "run.date": _date("pool-c1"),
     "run.commit": _commit("pool-c1"),
     "run.file": _file("pool-c1"),
+    # The run of the other cases, when the pool() cases were measured again on their own.
+    "rest.date": _date("limiter"),
+    "rest.file": _file("limiter"),
     **{
         name: figure
         for row, case, path in _POOL_ROWS
