@@ -443,6 +443,12 @@ class LocalLimiter:
         holds_end = self._holds_end
         return not self.rates and (holds_end == -math.inf or holds_end <= time.monotonic())
 
+    def _free_again(self, network: Network, state: _NetworkState, now: float) -> None:
+        """Back in ``free`` when nothing asks for a question: no rate, quiet, no hold at
+        ``now`` (called under the lock, when one of those may have just become true)."""
+        if not self.rates and network in self.quiet and state.hold_until <= now:
+            self.free.add(network)
+
     def _state(self, network: Network) -> _NetworkState:
         state = self._networks.get(network)
         if state is None:
@@ -461,7 +467,7 @@ class LocalLimiter:
                     wait=held, held=held, reserved=False, retry_after=state.retry_after
                 )
             if not self.rates and network in self.quiet:
-                self.free.add(network)  # no hold, nothing to learn: no question next time
+                self._free_again(network, state, now)  # no question next time
                 return Admission(wait=0.0)
             start, allowed = self._start(state, now, weight)
             if not allowed:  # an answer is awaited: a first request's, or a later window's
@@ -521,15 +527,15 @@ class LocalLimiter:
             return
         now = time.monotonic()
         with self._lock:
-            learned = self._state(network).learned
+            state = self._state(network)
+            learned = state.learned
             learned.observe(limits, sent, now, heard)
             if learned.limited:
                 self.quiet.discard(network)
                 self.free.discard(network)
             elif learned.heard:
                 self.quiet.add(network)
-                if not self.rates and self._state(network).hold_until <= now:
-                    self.free.add(network)
+                self._free_again(network, state, now)
 
     async def status(self, network: Network | NetworkName) -> LimitStatus:
         """What is known of ``network``'s limit now (a :class:`Network` or its name)."""
@@ -585,13 +591,13 @@ class LocalLimiter:
         """End the 429 hold on ``network`` (a :class:`Network` or its name; None: every
         network) at once. Requests already waiting on it go within :data:`HOLD_RECHECK` s."""
         only = None if network is None else parse_network(network)
+        now = time.monotonic()
         with self._lock:
             for name, state in self._networks.items():
                 if only is None or name is only:
                     state.hold_until = -math.inf
                     state.retry_after = None
-                    if not self.rates and name in self.quiet:
-                        self.free.add(name)
+                    self._free_again(name, state, now)
             self._holds_end = max(
                 (state.hold_until for state in self._networks.values()), default=-math.inf
             )

@@ -220,12 +220,12 @@ class Pipeline:
         if request.deadline is None:
             # shield: cancelling one follower must not cancel the shared outcome
             return await asyncio.shield(shared)
-        call = Call(request, time.monotonic(), None)
+        started = time.monotonic()
         try:
             async with asyncio.timeout(request.deadline):
                 return await asyncio.shield(shared)
         except TimeoutError as exc:
-            raise _past_deadline(call, "") from exc
+            raise _past_deadline(Call(request, started, None), "") from exc
 
     # --- 2. the deadline --------------------------------------------------------------------
 
@@ -276,7 +276,7 @@ class Pipeline:
                     raise
                 finally:
                     if slots.waiting:
-                        slots.hand_over()
+                        slots.give()
                     else:
                         slots.free += 1
                 if gate.learns:  # the answer's rate-limit headers, for the limiter

@@ -2,7 +2,7 @@
 
 A semaphore of our own rather than ``asyncio.Semaphore``, for the hot path: a free slot is
 taken and given back by two lines the pipeline inlines (``if slots.free: slots.free -= 1``;
-``if slots.waiting: slots.hand_over() else: slots.free += 1``), no coroutine and no call,
+``if slots.waiting: slots.give() else: slots.free += 1``), no coroutine and no call,
 on every Python, with nothing private of asyncio. A slot given back while calls wait is
 handed to the longest waiter directly (``free`` stays 0), so a newcomer never overtakes the
 queue and ``free`` is never positive while someone waits.
@@ -44,14 +44,7 @@ class Slots:
             raise
 
     def give(self) -> None:
-        """Give back a slot: to the longest waiter when there is one, else it is free."""
-        if self.waiting:
-            self.hand_over()
-        else:
-            self.free += 1
-
-    def hand_over(self) -> None:
-        """Give a slot straight to the longest waiter still waiting (or free it)."""
+        """Give back a slot: straight to the longest waiter still waiting, else it is free."""
         waiting = self.waiting
         while waiting:
             waiter = waiting.popleft()

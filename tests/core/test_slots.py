@@ -72,12 +72,18 @@ async def test_a_newcomer_never_overtakes_a_waiter_handed_the_slot() -> None:
     assert (slots.free, len(slots.waiting)) == (1, 0)
 
 
-async def test_a_waiter_cancelled_while_it_waits_leaves_the_queue() -> None:
+async def held_with_two_waiting() -> tuple[Slots, asyncio.Task[None], asyncio.Task[None]]:
+    """One slot, taken; two callers queued for it, oldest first."""
     slots = Slots(1)
     await slots.take()
     first = asyncio.create_task(slots.take())
     second = asyncio.create_task(slots.take())
     assert await settled(lambda: len(slots.waiting) == 2)
+    return slots, first, second
+
+
+async def test_a_waiter_cancelled_while_it_waits_leaves_the_queue() -> None:
+    slots, first, second = await held_with_two_waiting()
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
@@ -89,11 +95,7 @@ async def test_a_waiter_cancelled_while_it_waits_leaves_the_queue() -> None:
 
 
 async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() -> None:
-    slots = Slots(1)
-    await slots.take()
-    first = asyncio.create_task(slots.take())
-    second = asyncio.create_task(slots.take())
-    assert await settled(lambda: len(slots.waiting) == 2)
+    slots, first, second = await held_with_two_waiting()
     slots.give()  # handed to ``first`` ...
     first.cancel()  # ... which is cancelled before it runs
     with pytest.raises(asyncio.CancelledError):
