@@ -15,12 +15,30 @@ from hypothesis import settings
 from asyncapi_client import Client
 from asyncapi_client.testing import FakeServer
 from tests._oracle import oracle_server
+from tests._schedule import waiting_first
 
 # No per-example time limit: on a shared 2-core machine (CI, the matrix) one example of a
 # pure function can take 300 ms when the scheduler looks away; hypothesis's 200 ms deadline
 # then fails a correct test. The example counts still bound each test.
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "waits: the test spends seconds waiting and little CPU; it runs first, on half the"
+        " workers, while the others use the cores (tests/_schedule.py)",
+    )
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the tests marked ``waits`` first, at the heads of half the workers' shares."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = waiting_first(
+        items, workers, lambda item: item.get_closest_marker("waits") is not None
+    )
 
 
 @pytest.fixture

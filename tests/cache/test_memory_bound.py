@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks._memory import CACHE_BYTES
 from benchmarks._server import ServerProcess
 from tests._env import worker_env
@@ -45,6 +47,7 @@ def walk(server: ServerProcess, contender: str) -> dict[str, float]:
     return result
 
 
+@pytest.mark.waits
 def test_a_walk_with_every_page_cached_stays_within_max_bytes_and_the_walks_bound() -> None:
     with ServerProcess(None) as server:
         cached = walk(server, "asyncapi_client, orders cached")

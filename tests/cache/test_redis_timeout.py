@@ -141,6 +141,7 @@ async def test_a_warning_names_redis_and_the_cause(
     assert "(TimeoutError: no answer within 0.5s)" in warning
 
 
+@pytest.mark.waits
 async def test_a_killed_fetcher_holds_its_key_no_longer_than_its_lock_lives(
     server: FakeServer, redis_url: str
 ) -> None:
@@ -164,6 +165,7 @@ async def test_a_killed_fetcher_holds_its_key_no_longer_than_its_lock_lives(
     assert lock_life - SLACK < waited < lock_life + SLACK
 
 
+@pytest.mark.waits
 async def test_an_entry_stored_by_anyone_wakes_those_who_wait(
     server: FakeServer, redis_url: str
 ) -> None:

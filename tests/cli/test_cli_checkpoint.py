@@ -193,6 +193,7 @@ def test_a_checkpoint_of_another_walk_is_refused(server: FakeServer, tmp_path: P
 # --- killed at random moments -------------------------------------------------------------------
 
 
+@pytest.mark.waits
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     """Kill ``orders --all --checkpoint F`` with SIGKILL after a random number of output
     lines, again and again, then let it finish: every order is in the union of the outputs,

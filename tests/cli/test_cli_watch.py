@@ -108,6 +108,7 @@ def check_order_line(line: dict[str, Any]) -> None:
     assert line["kind"] == "closed" or "previous" in line or line["kind"] == "new"
 
 
+@pytest.mark.waits
 async def test_watch_orders_survives_a_sigint_and_goes_on_from_its_state(
     tmp_path: Path,
 ) -> None:

@@ -75,6 +75,7 @@ async def test_a_bad_identifier_is_refused_every_time_and_an_encoded_one_is_sent
         assert [r.raw_path for r in server.requests] == ["/api/clob/users/a%2Fb%20c"] * 2
 
 
+@pytest.mark.waits
 async def test_polling_ever_new_identifiers_keeps_memory_bounded() -> None:
     """1,600 pools of 200-character ids: what is kept stays under its bounds (512 requests
     and 512 URL objects), so the last 800 calls add at most one bound's worth, not 800

@@ -99,6 +99,7 @@ async def test_retry_after_seconds_is_waited_for(status: int) -> None:
     assert 0.95 <= gap < 2.5, gap
 
 
+@pytest.mark.waits
 async def test_retry_after_http_date_is_waited_for() -> None:
     until = math.ceil(time.time()) + 2  # an HTTP date has whole seconds
     header = email.utils.formatdate(until, usegmt=True)
@@ -180,6 +181,7 @@ async def test_a_retry_after_longer_than_the_cap_holds_the_host_for_the_cap_only
 # --- rate limit and connections ----------------------------------------------------------------
 
 
+@pytest.mark.waits
 async def test_rate_limit_holds_under_a_fan_out_of_hundreds() -> None:
     rate, calls = 80, 240
     trace, starts = start_recorder()

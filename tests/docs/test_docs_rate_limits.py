@@ -66,6 +66,7 @@ def test_the_hold_program_prints_what_the_guide_shows() -> None:
     assert printed == shown
 
 
+@pytest.mark.waits
 def test_the_learning_program_meets_an_advertised_quota_without_a_429() -> None:
     (program,) = [p for p in PROGRAMS if "rate_limit_headers" in p]
     printed = run(program)

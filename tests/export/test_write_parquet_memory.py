@@ -96,6 +96,7 @@ def growth(users: int, out: Path, mode: str = "file") -> int:
 @pytest.mark.skipif(
     not os.path.exists("/proc/self/clear_refs"), reason="resets the peak RSS the Linux way"
 )
+@pytest.mark.waits
 def test_twenty_walks_take_the_memory_of_one(tmp_path: Path) -> None:
     one = growth(1, tmp_path / "one.parquet")
     twenty = growth(20, tmp_path / "twenty.parquet")

@@ -26,6 +26,8 @@ from tests._arrivals import ArrivalServer
 from tests._fleet import RUN_TIMEOUT, WORKERS, Fleet, prioritized
 from tests._windows import most_in_any_window, throughput_floor, timeline
 
+pytestmark = pytest.mark.waits  # seconds of windows and processes: see tests/_schedule.py
+
 if TYPE_CHECKING:
     from tests._redis import RedisServer
 

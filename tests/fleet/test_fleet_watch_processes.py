@@ -21,6 +21,8 @@ import pytest
 from asyncapi_client.testing import Change, FakeExchange, FakeServer, RecordedRequest
 from tests._watchfleet import WatchWorker, add_order, expiries, move, sync_profiles
 
+pytestmark = pytest.mark.waits  # seconds of windows and processes: see tests/_schedule.py
+
 if TYPE_CHECKING:
     from tests._redis import RedisServer
 

@@ -17,8 +17,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from asyncapi_client.testing import FakeExchange, FakeServer, Quota
 from tests._env import worker_env
+
+pytestmark = pytest.mark.waits  # seconds of windows and processes: see tests/_schedule.py
 
 pytest_plugins = ("tests._redis",)
 

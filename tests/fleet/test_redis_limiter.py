@@ -729,6 +729,7 @@ async def test_a_client_through_a_fleet_limiter_survives_a_redis_outage(
     assert not other_tasks()
 
 
+@pytest.mark.waits
 async def test_a_hung_redis_fails_the_attempt_within_its_timeout(own_redis: RedisServer) -> None:
     async with (
         FakeServer(FakeExchange.generate(seed=3)) as server,
@@ -759,6 +760,7 @@ def test_the_fleet_module_exports_the_fleet_classes_only() -> None:
 # --- the calls of one process waiting in a hold share the limiter's questions ------------------
 
 
+@pytest.mark.waits
 async def test_calls_waiting_in_a_hold_share_the_limiters_questions(
     redis_url: str, redis_client: aredis.Redis
 ) -> None:

@@ -47,6 +47,7 @@ def arrivals() -> Iterator[ArrivalServer]:
         yield server
 
 
+@pytest.mark.waits
 async def test_a_restarted_empty_redis_still_holds_the_quota_where_requests_land(
     own_redis: RedisServer, arrivals: ArrivalServer
 ) -> None:

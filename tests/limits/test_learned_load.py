@@ -46,6 +46,7 @@ async def _callers(client: Client, until: float) -> None:
     [("ietf", False), ("split", False), ("x", False), ("ietf", True)],
     ids=["ietf", "split", "x", "ietf-LocalLimiter([])"],
 )
+@pytest.mark.waits
 async def test_a_quota_learned_from_the_headers_is_used_without_a_429(
     family: str, own: bool
 ) -> None:

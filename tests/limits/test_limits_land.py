@@ -53,6 +53,7 @@ async def hammer(client: Client, callers: int, seconds: float) -> int:
     return failed
 
 
+@pytest.mark.waits
 async def test_a_local_limiter_holds_at_the_server_under_bursts_of_callers() -> None:
     """Thirty callers at ``Rate(10, 0.5)``, default margin: at most 10 (+1) arrivals in any
     half second of the server's log, and the quota used: at least ``count * elapsed /

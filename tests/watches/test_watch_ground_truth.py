@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from asyncapi_client.testing import FakeExchange, FakeServer, Fault
 from tests._env import worker_env
 
@@ -73,6 +75,7 @@ async def until(condition: Callable[[], bool], bound: float) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.waits
 async def test_no_final_state_missed_no_phantom_no_repeat_across_kills(tmp_path: Path) -> None:
     exchange = FakeExchange.generate(seed=21, users=1, orders_per_user=150)
     address = next(iter(exchange.orders))
