@@ -150,8 +150,12 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
+# The collection first, in one process: it writes the bytecode of the package and of the tests
+# (pytest's assertion rewriting included) that the workers would otherwise each compile at
+# the same moment on a clean clone (about 20 s of CPU with 6 workers, for 4 s here).
 pytest: $(VENV)/.installed-test
 	rm -f .coverage .coverage.*
+	$(PY) -m pytest --collect-only -q -p no:xdist > /dev/null
 	$(BIN)/coverage run -m pytest -n $(WORKERS) --dist worksteal
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report
