@@ -13,15 +13,23 @@ PY     := $(BIN)/python
 # no version check; pip does not byte-compile every installed file up front, uv does (in
 # parallel, a few seconds), so that each test process starts from .pyc files.
 PIP    := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
+# The venv is made without pip (ensurepip takes 3 s); the venv gets pip only when it needs it.
+VENV_PIP := { $(PY) -m pip --version >/dev/null 2>&1 || $(PY) -m ensurepip --default-pip >/dev/null; }
 # uv (from PyPI) resolves and installs the same packages from the same index in a few seconds
-# where pip takes 25-50 on this 2-core machine; pip does the job when uv cannot be had.
+# where pip takes 25-50 on this 2-core machine. It goes into the venv with this Python's own pip
+# when it has one (pip >= 22.3 installs into another interpreter), else with the venv's pip;
+# pip does the whole job when uv cannot be had.
 UV     := $(BIN)/uv pip install --quiet --python $(PY) --compile-bytecode
-INSTALL = { $(PIP) uv && $(UV) $(1); } || $(PIP) $(1)
+GET_UV := { [ -x $(BIN)/uv ] || $(PYTHON) -m pip --python $(PY) install --quiet \
+	--disable-pip-version-check --no-compile uv 2>/dev/null || { $(VENV_PIP) && $(PIP) uv; }; }
+INSTALL = { $(GET_UV) && $(UV) $(1); } || { $(VENV_PIP) && $(PIP) $(1); }
 comma  := ,
-# Test workers (pytest-xdist; coverage follows them). 3 on 2 cores: many tests wait on
-# sockets and clocks, and a third worker fills that time (clean clone, idle machine,
-# 2026-11-23: make test 114 s with 2 workers, 102 s with 3, 106 s with 4).
-WORKERS ?= 4
+# Test workers (pytest-xdist; coverage follows them). 5 on 2 cores: many tests wait on
+# sockets, clocks and child processes, and the tests marked `waits` run first on half of the
+# workers while the others use the cores (tests/_schedule.py). Clean clone, 2026-11-28: the
+# suite took 101-104 s with 5 workers, 101-102 s with 6, and with 4 the run ended on the
+# waiting tests alone.
+WORKERS ?= 5
 # Every test process (xdist's workers, the fleet's worker processes, the CLI's) imports the
 # package and its dependencies: with bytecode written once (and assertion rewriting cached)
 # they start from .pyc files instead of compiling the sources each time, which an
@@ -31,7 +39,7 @@ export PYTHONDONTWRITEBYTECODE =
 .PHONY: demo test lint typecheck pytest bench clean redis-server docs docs-serve chromium matrix matrix-public
 
 $(PY):
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --without-pip $(VENV)
 
 $(VENV)/.installed: pyproject.toml | $(PY)
 	$(call INSTALL,-e .)
