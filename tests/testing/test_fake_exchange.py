@@ -92,6 +92,36 @@ def test_the_same_seed_gives_the_same_data() -> None:
     assert FakeExchange.generate(seed=5, **sizes) == FakeExchange.generate(seed=5, **sizes)
 
 
+def test_each_exchange_of_a_seed_is_its_own_to_edit() -> None:
+    """Generating a seed again (the data set is kept, pickled) gives containers of its own:
+    an edit of one exchange, deep or shallow, shows in no other, made before or after it."""
+    before = FakeExchange.generate(seed=11)
+    edited = FakeExchange.generate(seed=11)
+    user = next(iter(edited.orders))
+    edited.orders[user][0]["status"] = "EDITED"
+    edited.orders[user].append({"transactionId": "0xadded"})
+    edited.tokens[0]["symbol"] = "EDITED"
+    edited.pools[next(iter(edited.pools))]["price"] = -1.0
+    edited.leaderboard.clear()
+    after = FakeExchange.generate(seed=11)
+    assert before == after != edited
+    assert after.orders[user][0]["status"] != "EDITED"
+    assert after.tokens[0]["symbol"] != "EDITED"
+    assert after.leaderboard
+
+
+def test_what_the_data_set_shares_stays_shared_in_each_exchange() -> None:
+    """A profile lists the very order dicts of its user's orders, and a market the very
+    token dicts of the directory: an edit through one shows through the other."""
+    for _ in range(2):  # generated, then from the kept data set
+        exchange = FakeExchange.generate(seed=12)
+        user, profile = next(iter(exchange.users.items()))
+        working = profile["orders"][0]
+        assert any(order is working for order in exchange.orders[user])
+        market = next(iter(exchange.markets.values()))[0]
+        assert any(token is market["token0"] for token in exchange.tokens)
+
+
 def test_a_different_seed_gives_different_data() -> None:
     one, two = FakeExchange.generate(seed=1), FakeExchange.generate(seed=2)
     assert one != two
