@@ -66,6 +66,7 @@ class ArrivalServer:
     def __init__(self) -> None:
         self._arrivals: list[Arrival] = []
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # Set on the listening socket: accepted sockets inherit it, and every packet is
         # stamped from the first one on.
@@ -90,6 +91,15 @@ class ArrivalServer:
     def arrivals(self) -> list[Arrival]:
         with self._lock:
             return list(self._arrivals)
+
+    def wait_for(self, count: int, timeout: float) -> bool:
+        """Whether ``count`` requests have arrived, waiting up to ``timeout`` seconds (or until
+        the server stops)."""
+        with self._arrived:
+            self._arrived.wait_for(
+                lambda: len(self._arrivals) >= count or self._stop.is_set(), timeout
+            )
+            return len(self._arrivals) >= count
 
     def __enter__(self) -> Self:
         self._wait_for_stamps()
@@ -124,7 +134,9 @@ class ArrivalServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stop.set()
+        with self._arrived:
+            self._stop.set()
+            self._arrived.notify_all()
         self._wake_w.send(b"x")
         self._thread.join(timeout=10)
         for conn in list(self._buffers):
@@ -177,8 +189,9 @@ class ArrivalServer:
             for field in fields:
                 name, _, value = field.partition(":")
                 headers[name.strip().lower()] = value.strip()
-            with self._lock:
+            with self._arrived:
                 self._arrivals.append(Arrival(stamp, path, headers, kernel))
+                self._arrived.notify_all()
             try:
                 conn.sendall(_answer(path))
             except OSError:
