@@ -40,6 +40,7 @@ def test_a_redis_cache_works_in_a_forked_child_and_still_in_the_parent(
     loop = asyncio.new_event_loop()  # the parent's loop, with its connections to Redis
     try:
         assert loop.run_until_complete(calls("parent")) == ["miss"]
+        loop.run_until_complete(cache._written())  # the entry is stored before the fork
         with cache._on_loops_lock:  # held by a thread of the parent at the fork
             outcome = in_forked_child(in_child)
         assert outcome == {"states": ["hit", "miss", "hit"]}

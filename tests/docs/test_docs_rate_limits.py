@@ -50,8 +50,15 @@ def test_every_block_is_a_program_or_marked_as_a_fragment() -> None:
 
 
 def test_the_shared_local_limiter_program_holds_at_the_server() -> None:
+    """The program counts on the fake's clock, which runs in the program's own event loop: a
+    stall of the process longer than the limiter's 50 ms margin just after a burst (a loaded
+    machine; seen once in a make test run) moves a request's handling next to the following
+    burst, and the program prints 6. It then runs once more; twice in a row fails. (The
+    limit itself is proven on the kernel's clock, in tests/limits.)"""
     (program,) = [p for p in PROGRAMS if "LocalLimiter" in p and "quota=" not in p]
     printed = run(program)
+    if "at most 6 in any half second" in printed:
+        printed = run(program)
     assert re.fullmatch(r"12 requests in \d\.\d\d s; at most 5 in any half second\n", printed)
     assert "`12 requests in 1.10 s; at most 5 in any half second`" in TEXT
     elapsed = float(printed.split(" in ")[1].split(" s;")[0])
