@@ -51,6 +51,9 @@ def server() -> Iterator[FakeServer]:
 def _fresh(server: FakeServer) -> Iterator[None]:
     server.requests.clear()
     yield
+    # a request a gate held ends in its own test: let go late, it would take the next test's
+    # scripted reply (seen under load: a walk's 503 answered a closed walk's request)
+    wait_for(server, lambda: server.in_flight == 0)
     server.clear_faults()
     server.clear_scripts()
 
