@@ -27,7 +27,7 @@ comma  := ,
 # Test workers (pytest-xdist; coverage follows them). 5 on 2 cores: many tests wait on
 # sockets, clocks and child processes, and the tests marked `waits` run first on half of the
 # workers while the others use the cores (tests/_schedule.py). Clean clones, 2026-11-28, the
-# suite's own time: 99-104 s with 5 workers (make test 116-118 s), 101-102 s with 6, 104 s
+# suite's own time: 91-104 s with 5 workers (make test 107-119 s), 101-102 s with 6, 104 s
 # with 4, 122 s with 3.
 WORKERS ?= 5
 # Every test process (xdist's workers, the fleet's worker processes, the CLI's) imports the
