@@ -24,14 +24,15 @@ def waiting_first(items: Sequence[T], workers: int, waits: Callable[[T], bool]) 
     """``items`` reordered: those ``waits`` picks dealt out in turn to the heads of the first
     ``max(1, workers // 2)`` shares of worksteal's first split, every other item in its order.
     """
+    workers = max(workers, 1)
     waiting = [item for item in items if waits(item)]
     others = [item for item in items if not waits(item)]
     heads = max(1, workers // 2)
     dealt = [waiting[share::heads] for share in range(heads)]
     order: list[T] = []
     left = len(items)
-    for share in range(max(workers, 1)):
-        size = left // (workers - share) if workers > share else left  # worksteal's split
+    for share in range(workers):
+        size = left // (workers - share)  # worksteal's split
         left -= size
         head = dealt[share] if share < heads else []
         order += head

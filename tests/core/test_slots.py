@@ -55,11 +55,17 @@ async def test_waiters_get_slots_in_the_order_they_came() -> None:
     assert (slots.free, len(slots.waiting)) == (1, 0)
 
 
-async def test_a_newcomer_never_overtakes_a_waiter_handed_the_slot() -> None:
+async def held_with_waiting(count: int) -> tuple[Slots, list[asyncio.Task[None]]]:
+    """One slot, taken; ``count`` callers queued for it, oldest first."""
     slots = Slots(1)
     await slots.take()
-    waiter = asyncio.create_task(slots.take())
-    assert await settled(lambda: len(slots.waiting) == 1)
+    waiters = [asyncio.create_task(slots.take()) for _ in range(count)]
+    assert await settled(lambda: len(slots.waiting) == count)
+    return slots, waiters
+
+
+async def test_a_newcomer_never_overtakes_a_waiter_handed_the_slot() -> None:
+    slots, (waiter,) = await held_with_waiting(1)
     slots.give()  # handed to the waiter, which has not run yet
     assert slots.free == 0
     newcomer = asyncio.create_task(slots.take())
@@ -72,18 +78,8 @@ async def test_a_newcomer_never_overtakes_a_waiter_handed_the_slot() -> None:
     assert (slots.free, len(slots.waiting)) == (1, 0)
 
 
-async def held_with_two_waiting() -> tuple[Slots, asyncio.Task[None], asyncio.Task[None]]:
-    """One slot, taken; two callers queued for it, oldest first."""
-    slots = Slots(1)
-    await slots.take()
-    first = asyncio.create_task(slots.take())
-    second = asyncio.create_task(slots.take())
-    assert await settled(lambda: len(slots.waiting) == 2)
-    return slots, first, second
-
-
 async def test_a_waiter_cancelled_while_it_waits_leaves_the_queue() -> None:
-    slots, first, second = await held_with_two_waiting()
+    slots, (first, second) = await held_with_waiting(2)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
@@ -95,7 +91,7 @@ async def test_a_waiter_cancelled_while_it_waits_leaves_the_queue() -> None:
 
 
 async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() -> None:
-    slots, first, second = await held_with_two_waiting()
+    slots, (first, second) = await held_with_waiting(2)
     slots.give()  # handed to ``first`` ...
     first.cancel()  # ... which is cancelled before it runs
     with pytest.raises(asyncio.CancelledError):
@@ -106,10 +102,7 @@ async def test_a_waiter_cancelled_after_it_was_handed_the_slot_passes_it_on() ->
 
 
 async def test_a_slot_given_while_the_only_waiter_was_cancelled_is_free_again() -> None:
-    slots = Slots(1)
-    await slots.take()
-    waiter = asyncio.create_task(slots.take())
-    assert await settled(lambda: len(slots.waiting) == 1)
+    slots, (waiter,) = await held_with_waiting(1)
     waiter.cancel()
     slots.give()  # the cancelled waiter is passed by: the slot is free
     with pytest.raises(asyncio.CancelledError):
