@@ -8,7 +8,9 @@ however late the server reads it. HTTP/1.1 without pipelining sends one request 
 connection at a time, so each read holds one request, stamped where it landed.
 
 It answers ``GET /api/tokens`` with no token and ``GET /api/dash/leaderboard`` with an empty
-page (keep-alive), anything else with 404. One thread serves every connection (selectors).
+page (keep-alive), anything else with 404, each with the extra headers ``headers(n)`` gives
+for the ``n``-th request (0 based), when given. One thread serves every connection
+(selectors).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Final, Self
 
@@ -49,12 +52,13 @@ class Arrival:
     kernel: bool
 
 
-def _answer(path: str) -> bytes:
+def _answer(path: str, headers: Mapping[str, str]) -> bytes:
     body = _BODIES.get(path)
     status = "200 OK" if body is not None else "404 Not Found"
     body = body if body is not None else b'{"error": "not found"}'
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     head = (
-        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode("latin-1") + body
@@ -63,7 +67,8 @@ def _answer(path: str) -> bytes:
 class ArrivalServer:
     """``with ArrivalServer() as server:`` serve on 127.0.0.1; ``server.arrivals`` is the log."""
 
-    def __init__(self) -> None:
+    def __init__(self, headers: Callable[[int], Mapping[str, str]] | None = None) -> None:
+        self._headers = headers
         self._arrivals: list[Arrival] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
@@ -190,10 +195,12 @@ class ArrivalServer:
                 name, _, value = field.partition(":")
                 headers[name.strip().lower()] = value.strip()
             with self._arrived:
+                number = len(self._arrivals)
                 self._arrivals.append(Arrival(stamp, path, headers, kernel))
                 self._arrived.notify_all()
+            extra = {} if self._headers is None else self._headers(number)
             try:
-                conn.sendall(_answer(path))
+                conn.sendall(_answer(path, extra))
             except OSError:
                 break
         self._buffers[conn] = buffer
